@@ -1,0 +1,29 @@
+// terngrad-bench: registry of the `terngrad` subcommands. Each subcommand lives in its own file and
+// contributes one Command: how to add its options to the parser, and what to run.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tg::app {
+
+struct Command {
+  std::function<CLI::App*(CLI::App&)> add_fn;
+  std::function<int()> run_fn;
+  CLI::App* sub = nullptr;
+  void add(CLI::App& app) { sub = add_fn(app); }
+  bool selected() const { return sub && sub->parsed(); }
+  int run() const { return run_fn(); }
+};
+
+// Runs fn, turning tg::Error and std::exception into one line on stderr and exit code 2.
+int guarded(const char* command, const std::function<int()>& fn);
+
+Command demo_command();
+std::vector<Command> all_commands();
+
+}  // namespace tg::app

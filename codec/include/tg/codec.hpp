@@ -1,0 +1,153 @@
+// terngrad-bench: the TernGrad codec API (Wen et al., NeurIPS 2017), namespace tg.
+// One tensor g of d elements becomes s * trits, trits in {-1, 0, +1}, with s = ||g||_inf
+// (after the clipping rule) and b_k ~ Bernoulli(|g_k| / s), keyed by tg::StreamKey.
+// Every implementation (reference, optimized CPU, CUDA) derives from tg::Codec and produces the
+// same bytes; the free functions below build payloads on top of whichever one they are given.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tg/element.hpp"
+#include "tg/error.hpp"
+#include "tg/format.hpp"
+#include "tg/philox.hpp"
+#include "tg/reduce.hpp"
+
+namespace tg {
+
+/// How the scalar is chosen (paper Section 3.3, Eq. 7), with sigma the population std of g:
+///  none:     s = max|g|.
+///  clip:     g' = clamp(g, -c sigma, c sigma), s = max|g'|  (paper Eq. 7; GRACE).
+///  saturate: s = c sigma (or max|g| if smaller); |g| >= s maps to sign * s (the original TF code).
+/// clip and saturate give the same distribution and, here, the same bytes; both names are kept so
+/// a comparison with either original reads naturally. Under clipping the estimator is unbiased
+/// for clamp(g, c sigma), not for g.
+enum class ClipMode : std::uint8_t { none = 0, clip = 1, saturate = 2 };
+
+const char* to_string(ClipMode mode);
+/// Parses "none", "clip" or "saturate"; throws tg::Error(invalid_argument) naming the bad value.
+ClipMode parse_clip_mode(const char* text);
+
+/// Codec parameters (independent of the stream key).
+struct Params {
+  ClipMode clip = ClipMode::none;
+  double c = 2.5;                         // clip factor, > 0
+  Packing packing = Packing::two_bit;     // two_bit or base3 for ternary tensors
+  std::uint64_t float_below = 0;          // tensors with fewer elements travel as float32 (0: never)
+};
+
+/// Throws tg::Error(invalid_argument) if c is not finite and positive or the packing is float32.
+void validate(const Params& params);
+
+/// One implementation of the per-tensor kernels. All implementations give identical results.
+class Codec {
+ public:
+  virtual ~Codec() = default;
+  virtual std::string name() const = 0;
+
+  /// max |g_k| over the tensor. Throws NonFiniteError(tensor, first bad index) on NaN or Inf.
+  virtual float max_abs(std::span<const float> g, std::uint32_t tensor) const = 0;
+  /// Mean and population sigma in the canonical order of tg/reduce.hpp (input already checked finite).
+  virtual Moments moments(std::span<const float> g) const = 0;
+  /// trits[k] = ternarize_element(g[k], rule, u_k(key)); trits.size() == g.size().
+  virtual void ternarize(std::span<const float> g, const ScalarRule& rule, const StreamKey& key,
+                         std::span<std::int8_t> trits) const = 0;
+  /// Ternarize and pack in one pass; body.size() == body_bytes(packing, g.size()).
+  virtual void encode_body(std::span<const float> g, const ScalarRule& rule, const StreamKey& key,
+                           Packing packing, std::span<std::uint8_t> body) const = 0;
+  /// Unpacks a ternary body into trits, rejecting invalid codes (tg::Error invalid_code).
+  virtual void unpack(Packing packing, std::span<const std::uint8_t> body,
+                      std::span<std::int8_t> trits) const = 0;
+  /// Unpacks a ternary body straight to floats: out[k] = scalar * trit_k.
+  virtual void decode_body(Packing packing, std::span<const std::uint8_t> body, float scalar,
+                           std::span<float> out) const = 0;
+};
+
+/// The reference codec: plain loops, one function per equation (codec/src/reference).
+const Codec& reference_codec();
+/// The optimized CPU codec: AVX2 when the CPU has it (portable code otherwise) and `threads`
+/// threads for large tensors (0: all hardware threads). force_portable disables the SIMD path.
+std::unique_ptr<Codec> make_optimized_codec(unsigned threads = 0, bool force_portable = false);
+/// Whether the optimized codec will use its AVX2 path on this CPU.
+bool cpu_has_avx2();
+
+/// Named entry of the table of CPU implementations that tests and benchmarks walk.
+struct CodecEntry {
+  std::string name;
+  std::shared_ptr<const Codec> codec;
+};
+/// reference, optimized (portable, 1 thread), optimized (SIMD if available, 1 thread), and
+/// optimized (SIMD, `threads` threads).
+std::vector<CodecEntry> cpu_codecs(unsigned threads = 0);
+
+// ---- per-tensor scalar ----------------------------------------------------------------------
+
+/// The clip bound c*sigma as float (+inf for ClipMode::none).
+float clip_bound(const Codec& codec, std::span<const float> g, const Params& params);
+/// The rule of one tensor with its own scalar (checks g finite; throws NonFiniteError naming `tensor`).
+ScalarRule own_rule(const Codec& codec, std::span<const float> g, const Params& params,
+                    std::uint32_t tensor);
+/// s of one tensor under the clipping rule (what a worker contributes to the shared max).
+float tensor_scalar(const Codec& codec, std::span<const float> g, const Params& params,
+                    std::uint32_t tensor);
+/// The shared scalar: max over workers of their tensor_scalar (one max-allreduce in a real run).
+float shared_scalar(std::span<const float> worker_scalars);
+
+// ---- payloads --------------------------------------------------------------------------------
+
+/// Ternarize g with its own scalar into trits (no packing); returns the scalar.
+float ternarize(const Codec& codec, std::span<const float> g, const Params& params,
+                const StreamKey& key, std::span<std::int8_t> trits);
+
+/// Encodes one tensor (tensor id = key.tensor) into a self-describing payload. Tensors smaller
+/// than params.float_below travel as float32. Throws before producing anything on bad input.
+std::vector<std::uint8_t> encode(const Codec& codec, std::span<const float> g, const Params& params,
+                                 const StreamKey& key);
+
+/// Encodes with an externally given scalar (the shared max over workers): the worker's own clip
+/// bound still applies, then magnitudes above `scalar` saturate to it.
+std::vector<std::uint8_t> encode_with_scalar(const Codec& codec, std::span<const float> g,
+                                             const Params& params, const StreamKey& key,
+                                             float scalar);
+
+/// Layer-wise encode: tensor i gets its own scalar and tensor id key.tensor + i.
+std::vector<std::vector<std::uint8_t>> encode_layers(const Codec& codec,
+                                                     const std::vector<std::span<const float>>& layers,
+                                                     const Params& params, const StreamKey& key);
+
+/// A decoded payload.
+struct Decoded {
+  Header header;
+  std::vector<float> values;  // scalar * trit, or the float32 body
+};
+
+/// Decodes a payload (validates everything first; tg::Error on any defect).
+Decoded decode(const Codec& codec, std::span<const std::uint8_t> payload);
+/// Decodes a ternary payload to trits (tg::Error bad_packing for float32 payloads).
+std::vector<std::int8_t> decode_trits(const Codec& codec, std::span<const std::uint8_t> payload,
+                                      Header* header = nullptr);
+
+/// Result of aggregating N workers' payloads that share one scalar.
+struct Aggregate {
+  float scalar = 0.0f;
+  std::uint32_t workers = 0;
+  std::vector<std::int32_t> sums;  // sum of trits, in [-N, N]
+  std::vector<float> mean;         // (double)scalar * sum / N, rounded to float
+};
+
+/// Exact integer aggregation; every payload must have the same scalar bits, count, tensor id and
+/// be ternary (tg::Error scalar_mismatch otherwise).
+Aggregate aggregate(const Codec& codec, const std::vector<std::span<const std::uint8_t>>& payloads);
+
+// ---- the paper's identities, in double ---------------------------------------------------------
+
+/// ||g||_inf ||g||_1 - ||g||_2^2 (expected squared error of TernGrad with s = max|g|).
+double variance_identity(std::span<const float> g);
+/// sum_k |x_k| (s - |x_k|) for an explicit scalar s >= max|x| (the identity for a given s).
+double variance_for_scalar(std::span<const float> x, double s);
+
+}  // namespace tg

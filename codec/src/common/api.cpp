@@ -1,0 +1,247 @@
+// terngrad-bench: payload-level operations, written once on top of any tg::Codec implementation.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "tg/codec.hpp"
+
+namespace tg {
+
+const char* to_string(ClipMode mode) {
+  switch (mode) {
+    case ClipMode::none: return "none";
+    case ClipMode::clip: return "clip";
+    case ClipMode::saturate: return "saturate";
+  }
+  return "unknown";
+}
+
+ClipMode parse_clip_mode(const char* text) {
+  std::string s = text ? text : "";
+  if (s == "none") return ClipMode::none;
+  if (s == "clip") return ClipMode::clip;
+  if (s == "saturate") return ClipMode::saturate;
+  throw Error(ErrorCode::invalid_argument,
+              "unknown clipping mode '" + s + "' (expected none, clip or saturate)");
+}
+
+void validate(const Params& params) {
+  if (!(params.c > 0.0) || !std::isfinite(params.c))
+    throw Error(ErrorCode::invalid_argument,
+                "clip factor c must be finite and positive, got " + std::to_string(params.c));
+  if (params.packing != Packing::two_bit && params.packing != Packing::base3)
+    throw Error(ErrorCode::invalid_argument, std::string("packing must be 2bit or base3, got ") +
+                                                 to_string(params.packing));
+  if (static_cast<int>(params.clip) > 2)
+    throw Error(ErrorCode::invalid_argument, "unknown clipping mode");
+}
+
+namespace {
+void check_size(std::uint64_t n) {
+  if (n > kMaxElements)
+    throw Error(ErrorCode::length_overflow, "tensor of " + std::to_string(n) +
+                                                " elements exceeds the maximum of 2^34");
+}
+
+// clip bound for a tensor already known to be finite
+float clip_bound_checked(const Codec& codec, std::span<const float> g, const Params& params) {
+  if (params.clip == ClipMode::none) return std::numeric_limits<float>::infinity();
+  Moments m = codec.moments(g);
+  return static_cast<float>(params.c * m.sigma);  // rounds to nearest; +inf past FLT_MAX
+}
+}  // namespace
+
+float clip_bound(const Codec& codec, std::span<const float> g, const Params& params) {
+  validate(params);
+  check_size(g.size());
+  codec.max_abs(g, 0);
+  return clip_bound_checked(codec, g, params);
+}
+
+ScalarRule own_rule(const Codec& codec, std::span<const float> g, const Params& params,
+                    std::uint32_t tensor) {
+  validate(params);
+  check_size(g.size());
+  float m = codec.max_abs(g, tensor);
+  float bound = clip_bound_checked(codec, g, params);
+  float s = std::min(m, bound);  // clip: max|clamp(g)|; saturate: min(c sigma, max|g|)
+  return make_rule(s, s);
+}
+
+float tensor_scalar(const Codec& codec, std::span<const float> g, const Params& params,
+                    std::uint32_t tensor) {
+  return own_rule(codec, g, params, tensor).scalar;
+}
+
+float shared_scalar(std::span<const float> worker_scalars) {
+  float s = 0.0f;
+  for (float v : worker_scalars) {
+    if (!std::isfinite(v) || v < 0.0f)
+      throw Error(ErrorCode::invalid_argument, "worker scalar " + std::to_string(v) +
+                                                   " is not a finite nonnegative number");
+    s = std::max(s, v);
+  }
+  return s;
+}
+
+float ternarize(const Codec& codec, std::span<const float> g, const Params& params,
+                const StreamKey& key, std::span<std::int8_t> trits) {
+  if (trits.size() != g.size())
+    throw Error(ErrorCode::invalid_argument, "trit buffer has " + std::to_string(trits.size()) +
+                                                 " elements, gradient has " + std::to_string(g.size()));
+  ScalarRule rule = own_rule(codec, g, params, key.tensor);
+  codec.ternarize(g, rule, key, trits);
+  return rule.scalar;
+}
+
+namespace {
+std::vector<std::uint8_t> encode_float(std::span<const float> g, std::uint32_t tensor) {
+  std::vector<std::uint8_t> out(kHeaderBytes + 4 * g.size());
+  for (std::size_t k = 0; k < g.size(); ++k) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &g[k], 4);
+    for (int b = 0; b < 4; ++b) out[kHeaderBytes + 4 * k + b] = static_cast<std::uint8_t>(bits >> (8 * b));
+  }
+  Header h{Packing::float32, g.size(), 0.0f, tensor, crc32c({out.data() + kHeaderBytes, 4 * g.size()})};
+  write_header(h, out);
+  return out;
+}
+
+std::vector<std::uint8_t> encode_rule(const Codec& codec, std::span<const float> g,
+                                      const Params& params, const StreamKey& key,
+                                      const ScalarRule& rule) {
+  std::uint64_t nbody = body_bytes(params.packing, g.size());
+  std::vector<std::uint8_t> out(kHeaderBytes + nbody);
+  std::span<std::uint8_t> body(out.data() + kHeaderBytes, nbody);
+  codec.encode_body(g, rule, key, params.packing, body);
+  Header h{params.packing, g.size(), rule.scalar, key.tensor, crc32c(body)};
+  write_header(h, out);
+  return out;
+}
+
+bool travels_as_float(const Params& params, std::size_t n) { return n < params.float_below; }
+}  // namespace
+
+std::vector<std::uint8_t> encode(const Codec& codec, std::span<const float> g, const Params& params,
+                                 const StreamKey& key) {
+  validate(params);
+  if (travels_as_float(params, g.size())) {
+    codec.max_abs(g, key.tensor);  // same finiteness rule for float tensors
+    return encode_float(g, key.tensor);
+  }
+  ScalarRule rule = own_rule(codec, g, params, key.tensor);
+  return encode_rule(codec, g, params, key, rule);
+}
+
+std::vector<std::uint8_t> encode_with_scalar(const Codec& codec, std::span<const float> g,
+                                             const Params& params, const StreamKey& key,
+                                             float scalar) {
+  validate(params);
+  if (!std::isfinite(scalar) || scalar < 0.0f)
+    throw Error(ErrorCode::invalid_argument,
+                "shared scalar " + std::to_string(scalar) + " is not a finite nonnegative number");
+  if (travels_as_float(params, g.size())) {
+    codec.max_abs(g, key.tensor);
+    return encode_float(g, key.tensor);
+  }
+  check_size(g.size());
+  codec.max_abs(g, key.tensor);
+  float bound = clip_bound_checked(codec, g, params);
+  return encode_rule(codec, g, params, key, make_rule(scalar, bound));
+}
+
+std::vector<std::vector<std::uint8_t>> encode_layers(const Codec& codec,
+                                                     const std::vector<std::span<const float>>& layers,
+                                                     const Params& params, const StreamKey& key) {
+  std::vector<std::vector<std::uint8_t>> out;
+  out.reserve(layers.size());
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    StreamKey k = key;
+    k.tensor = key.tensor + static_cast<std::uint32_t>(i);
+    out.push_back(encode(codec, layers[i], params, k));
+  }
+  return out;
+}
+
+Decoded decode(const Codec& codec, std::span<const std::uint8_t> payload) {
+  Decoded d;
+  d.header = parse_header(payload);
+  std::span<const std::uint8_t> body = payload.subspan(kHeaderBytes);
+  d.values.resize(d.header.count);
+  if (d.header.packing == Packing::float32) {
+    for (std::size_t k = 0; k < d.values.size(); ++k) {
+      std::uint32_t bits = 0;
+      for (int b = 3; b >= 0; --b) bits = (bits << 8) | body[4 * k + b];
+      std::memcpy(&d.values[k], &bits, 4);
+    }
+  } else {
+    codec.decode_body(d.header.packing, body, d.header.scalar, d.values);
+  }
+  return d;
+}
+
+std::vector<std::int8_t> decode_trits(const Codec& codec, std::span<const std::uint8_t> payload,
+                                      Header* header) {
+  Header h = parse_header(payload);
+  if (h.packing == Packing::float32)
+    throw Error(ErrorCode::bad_packing, "payload carries float32 values, not trits");
+  std::vector<std::int8_t> trits(h.count);
+  codec.unpack(h.packing, payload.subspan(kHeaderBytes), trits);
+  if (header) *header = h;
+  return trits;
+}
+
+Aggregate aggregate(const Codec& codec, const std::vector<std::span<const std::uint8_t>>& payloads) {
+  if (payloads.empty()) throw Error(ErrorCode::invalid_argument, "aggregate of zero payloads");
+  Aggregate agg;
+  Header first;
+  std::vector<std::int8_t> trits;
+  for (std::size_t w = 0; w < payloads.size(); ++w) {
+    Header h;
+    trits = decode_trits(codec, payloads[w], &h);
+    if (w == 0) {
+      first = h;
+      agg.scalar = h.scalar;
+      agg.sums.assign(h.count, 0);
+    } else if (std::memcmp(&h.scalar, &first.scalar, 4) != 0 || h.count != first.count ||
+               h.tensor != first.tensor) {
+      throw Error(ErrorCode::scalar_mismatch,
+                  "payload " + std::to_string(w) + " (tensor " + std::to_string(h.tensor) + ", " +
+                      std::to_string(h.count) + " elements, scalar " + std::to_string(h.scalar) +
+                      ") does not match payload 0 (tensor " + std::to_string(first.tensor) + ", " +
+                      std::to_string(first.count) + " elements, scalar " +
+                      std::to_string(first.scalar) + "): encode with a shared scalar");
+    }
+    for (std::size_t k = 0; k < trits.size(); ++k) agg.sums[k] += trits[k];
+  }
+  agg.workers = static_cast<std::uint32_t>(payloads.size());
+  agg.mean.resize(agg.sums.size());
+  double n = static_cast<double>(agg.workers);
+  for (std::size_t k = 0; k < agg.sums.size(); ++k)
+    agg.mean[k] = static_cast<float>(static_cast<double>(agg.scalar) * agg.sums[k] / n);
+  return agg;
+}
+
+double variance_identity(std::span<const float> g) {
+  double inf = 0.0, l1 = 0.0, l2 = 0.0;
+  for (float v : g) {
+    double a = std::fabs(static_cast<double>(v));
+    inf = std::max(inf, a);
+    l1 += a;
+    l2 += a * a;
+  }
+  return inf * l1 - l2;
+}
+
+double variance_for_scalar(std::span<const float> x, double s) {
+  double total = 0.0;
+  for (float v : x) {
+    double a = std::fabs(static_cast<double>(v));
+    total += a * (s - a);
+  }
+  return total;
+}
+
+}  // namespace tg

@@ -1,0 +1,184 @@
+// terngrad-bench: payload header and CRC32C (layout in tg/format.hpp).
+#include <array>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <nmmintrin.h>
+#define TG_HAVE_X86 1
+#endif
+
+#include "tg/codec.hpp"
+#include "tg/format.hpp"
+
+namespace tg {
+namespace {
+
+constexpr std::uint32_t kCrc32cPoly = 0x82f63b78u;  // reflected Castagnoli polynomial
+
+std::array<std::array<std::uint32_t, 256>, 8> make_tables() {
+  std::array<std::array<std::uint32_t, 256>, 8> t{};
+  for (std::uint32_t b = 0; b < 256; ++b) {
+    std::uint32_t c = b;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ kCrc32cPoly : c >> 1;
+    t[0][b] = c;
+  }
+  for (std::uint32_t b = 0; b < 256; ++b)
+    for (int s = 1; s < 8; ++s) t[s][b] = (t[s - 1][b] >> 8) ^ t[0][t[s - 1][b] & 0xff];
+  return t;
+}
+
+// Slicing-by-8 software CRC32C (portable path).
+std::uint32_t crc32c_portable(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
+  static const auto t = make_tables();
+  while (n >= 8) {
+    std::uint32_t lo, hi;
+    std::memcpy(&lo, p, 4);
+    std::memcpy(&hi, p + 4, 4);
+    lo ^= crc;
+    crc = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^ t[4][lo >> 24] ^
+          t[3][hi & 0xff] ^ t[2][(hi >> 8) & 0xff] ^ t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
+    p += 8;
+    n -= 8;
+  }
+  while (n--) crc = (crc >> 8) ^ t[0][(crc ^ *p++) & 0xff];
+  return crc;
+}
+
+#ifdef TG_HAVE_X86
+__attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42(std::uint32_t crc, const std::uint8_t* p,
+                                                              std::size_t n) {
+  std::uint64_t c = crc;
+  while (n >= 8) {
+    std::uint64_t v;
+    std::memcpy(&v, p, 8);
+    c = _mm_crc32_u64(c, v);
+    p += 8;
+    n -= 8;
+  }
+  std::uint32_t c32 = static_cast<std::uint32_t>(c);
+  while (n--) c32 = _mm_crc32_u8(c32, *p++);
+  return c32;
+}
+#endif
+
+void put_u16(std::uint8_t* p, std::uint16_t v) {
+  p[0] = static_cast<std::uint8_t>(v);
+  p[1] = static_cast<std::uint8_t>(v >> 8);
+}
+void put_u32(std::uint8_t* p, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+void put_u64(std::uint8_t* p, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+std::uint16_t get_u16(const std::uint8_t* p) { return static_cast<std::uint16_t>(p[0] | (p[1] << 8)); }
+std::uint32_t get_u32(const std::uint8_t* p) {
+  std::uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+std::uint64_t get_u64(const std::uint8_t* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+}  // namespace
+
+std::uint32_t crc32c(std::span<const std::uint8_t> bytes) {
+  std::uint32_t crc = 0xffffffffu;
+#ifdef TG_HAVE_X86
+  static const bool hw = __builtin_cpu_supports("sse4.2");
+  if (hw) return crc32c_sse42(crc, bytes.data(), bytes.size()) ^ 0xffffffffu;
+#endif
+  return crc32c_portable(crc, bytes.data(), bytes.size()) ^ 0xffffffffu;
+}
+
+const char* to_string(Packing packing) {
+  switch (packing) {
+    case Packing::float32: return "float32";
+    case Packing::two_bit: return "2bit";
+    case Packing::base3: return "base3";
+  }
+  return "unknown";
+}
+
+Packing parse_packing(const char* text) {
+  std::string s = text ? text : "";
+  if (s == "2bit") return Packing::two_bit;
+  if (s == "base3") return Packing::base3;
+  if (s == "float32") return Packing::float32;
+  throw Error(ErrorCode::invalid_argument,
+              "unknown packing '" + s + "' (expected 2bit, base3 or float32)");
+}
+
+std::uint64_t body_bytes(Packing packing, std::uint64_t n) {
+  if (n > kMaxElements)
+    throw Error(ErrorCode::length_overflow, "element count " + std::to_string(n) +
+                                                " exceeds the maximum of 2^34 per tensor");
+  switch (packing) {
+    case Packing::float32: return 4 * n;
+    case Packing::two_bit: return packed_bytes_2bit(n);
+    case Packing::base3: return packed_bytes_base3(n);
+  }
+  throw Error(ErrorCode::bad_packing, "unknown packing id " + std::to_string(int(packing)));
+}
+
+void write_header(const Header& h, std::span<std::uint8_t> out) {
+  if (out.size() < kHeaderBytes) throw Error(ErrorCode::invalid_argument, "header buffer too small");
+  std::uint8_t* p = out.data();
+  std::memcpy(p, kMagic, 4);
+  put_u16(p + 4, kFormatVersion);
+  p[6] = static_cast<std::uint8_t>(h.packing);
+  p[7] = 0;
+  put_u64(p + 8, h.count);
+  std::uint32_t scalar_bits;
+  std::memcpy(&scalar_bits, &h.scalar, 4);
+  put_u32(p + 16, scalar_bits);
+  put_u32(p + 20, h.tensor);
+  put_u32(p + 24, h.body_crc);
+  put_u32(p + 28, crc32c({p, 28}));
+}
+
+Header parse_header(std::span<const std::uint8_t> payload) {
+  if (payload.size() < kHeaderBytes)
+    throw Error(ErrorCode::truncated, "payload of " + std::to_string(payload.size()) +
+                                          " bytes is shorter than the 32-byte header");
+  const std::uint8_t* p = payload.data();
+  if (std::memcmp(p, kMagic, 4) != 0)
+    throw Error(ErrorCode::bad_magic, "not a terngrad payload (magic bytes are not 'TGRD')");
+  std::uint16_t version = get_u16(p + 4);
+  if (version != kFormatVersion)
+    throw Error(ErrorCode::bad_version, "payload format version " + std::to_string(version) +
+                                            " is not supported (this build reads version 1)");
+  if (get_u32(p + 28) != crc32c({p, 28}))
+    throw Error(ErrorCode::crc_mismatch, "header checksum mismatch (corrupted header)");
+  if (p[6] > static_cast<std::uint8_t>(Packing::base3))
+    throw Error(ErrorCode::bad_packing, "unknown packing id " + std::to_string(p[6]));
+  if (p[7] != 0)
+    throw Error(ErrorCode::bad_packing, "reserved header byte is " + std::to_string(p[7]) + ", not 0");
+  Header h;
+  h.packing = static_cast<Packing>(p[6]);
+  h.count = get_u64(p + 8);
+  std::uint32_t scalar_bits = get_u32(p + 16);
+  std::memcpy(&h.scalar, &scalar_bits, 4);
+  h.tensor = get_u32(p + 20);
+  h.body_crc = get_u32(p + 24);
+  std::uint64_t need = body_bytes(h.packing, h.count);  // throws length_overflow
+  if (!(h.scalar >= 0.0f) || h.scalar == std::numeric_limits<float>::infinity())
+    throw Error(ErrorCode::invalid_code, "payload scalar is negative, NaN or infinite");
+  std::uint64_t have = payload.size() - kHeaderBytes;
+  if (have < need)
+    throw Error(ErrorCode::truncated, "body has " + std::to_string(have) + " bytes, header says " +
+                                          std::to_string(need));
+  if (have > need)
+    throw Error(ErrorCode::length_mismatch, "payload has " + std::to_string(have - need) +
+                                                " bytes beyond the body its header describes");
+  if (crc32c(payload.subspan(kHeaderBytes)) != h.body_crc)
+    throw Error(ErrorCode::crc_mismatch, "body checksum mismatch (corrupted body)");
+  return h;
+}
+
+}  // namespace tg

@@ -1,0 +1,274 @@
+// terngrad-bench: AVX2 kernels of the optimized CPU codec. Compiled with -mavx2 only (no FMA:
+// the bits are compared with the reference), and called only after a runtime CPU check.
+// Eight Philox4x32-10 blocks run side by side (one per 32-bit lane), 32 elements per iteration.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "kernels.hpp"
+
+namespace tg::cpu {
+namespace {
+
+// (hi, lo) of the 32x32 -> 64-bit products of each lane of a with the constant m.
+inline void mulhilo8(__m256i a, __m256i m, __m256i* hi, __m256i* lo) {
+  __m256i even = _mm256_mul_epu32(a, m);
+  __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+  *lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+  *hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+}
+
+// Philox4x32-10 of 8 consecutive blocks starting at `block`: x[j] holds word j of each block.
+inline void philox8(const StreamKey& key, std::uint32_t block, __m256i x[4]) {
+  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
+  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(block)),
+                                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256i c1 = _mm256_set1_epi32(static_cast<int>(key.step));
+  __m256i c2 = _mm256_set1_epi32(static_cast<int>(key.tensor));
+  __m256i c3 = _mm256_set1_epi32(static_cast<int>(key.worker));
+  std::uint32_t k0 = static_cast<std::uint32_t>(key.seed), k1 = static_cast<std::uint32_t>(key.seed >> 32);
+  for (int r = 0; r < 10; ++r) {
+    __m256i hi0, lo0, hi1, lo1;
+    mulhilo8(c0, m0, &hi0, &lo0);
+    mulhilo8(c2, m1, &hi1, &lo1);
+    __m256i vk0 = _mm256_set1_epi32(static_cast<int>(k0));
+    __m256i vk1 = _mm256_set1_epi32(static_cast<int>(k1));
+    c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), vk0);
+    c1 = lo1;
+    c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), vk1);
+    c3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  x[0] = c0;
+  x[1] = c1;
+  x[2] = c2;
+  x[3] = c3;
+}
+
+// Words of 8 blocks (x[j] = word j of block lane) -> uniforms of 32 consecutive elements, 8 per vector.
+inline void to_element_order(const __m256i x[4], __m256i u[4]) {
+  __m256i t0 = _mm256_unpacklo_epi32(x[0], x[1]);
+  __m256i t1 = _mm256_unpackhi_epi32(x[0], x[1]);
+  __m256i t2 = _mm256_unpacklo_epi32(x[2], x[3]);
+  __m256i t3 = _mm256_unpackhi_epi32(x[2], x[3]);
+  __m256i b04 = _mm256_unpacklo_epi64(t0, t2);  // blocks 0 | 4
+  __m256i b15 = _mm256_unpackhi_epi64(t0, t2);  // blocks 1 | 5
+  __m256i b26 = _mm256_unpacklo_epi64(t1, t3);  // blocks 2 | 6
+  __m256i b37 = _mm256_unpackhi_epi64(t1, t3);  // blocks 3 | 7
+  u[0] = _mm256_permute2x128_si256(b04, b15, 0x20);
+  u[1] = _mm256_permute2x128_si256(b26, b37, 0x20);
+  u[2] = _mm256_permute2x128_si256(b04, b15, 0x31);
+  u[3] = _mm256_permute2x128_si256(b26, b37, 0x31);
+}
+
+// Keep bits (bit k: element k kept) of 8 elements with uniforms u: (double)u < min(|g|, cap) * 2^32/s.
+inline unsigned keep8(__m256 g, __m256i u, __m256 cap, __m256d scale) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 a = _mm256_min_ps(_mm256_and_ps(g, abs_mask), cap);
+  __m256d plo = _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(a)), scale);
+  __m256d phi = _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)), scale);
+  // exact unsigned -> double: flip the top bit, convert as signed, add 2^31 back
+  __m256i us = _mm256_xor_si256(u, _mm256_set1_epi32(static_cast<int>(0x80000000u)));
+  const __m256d two31 = _mm256_set1_pd(2147483648.0);
+  __m256d ulo = _mm256_add_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(us)), two31);
+  __m256d uhi = _mm256_add_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(us, 1)), two31);
+  unsigned klo = static_cast<unsigned>(_mm256_movemask_pd(_mm256_cmp_pd(ulo, plo, _CMP_LT_OQ)));
+  unsigned khi = static_cast<unsigned>(_mm256_movemask_pd(_mm256_cmp_pd(uhi, phi, _CMP_LT_OQ)));
+  return klo | (khi << 4);
+}
+
+struct Tables {
+  std::array<std::uint64_t, 256> bytes{};   // bit k -> byte k = 0x01
+  std::array<std::uint16_t, 256> spread{};  // bit k -> bit 2k
+};
+const Tables& tables() {
+  static const Tables t = [] {
+    Tables r;
+    for (unsigned b = 0; b < 256; ++b)
+      for (unsigned k = 0; k < 8; ++k)
+        if (b & (1u << k)) {
+          r.bytes[b] |= std::uint64_t{1} << (8 * k);
+          r.spread[b] = static_cast<std::uint16_t>(r.spread[b] | (1u << (2 * k)));
+        }
+    return r;
+  }();
+  return t;
+}
+
+// Computes keep and sign bits of the 32 elements starting at `base` (a multiple of 4).
+inline void decide32(const float* g, std::size_t base, const StreamKey& key, __m256 cap, __m256d scale,
+                     unsigned keep[4], unsigned neg[4]) {
+  __m256i x[4], u[4];
+  philox8(key, static_cast<std::uint32_t>(base / 4), x);
+  to_element_order(x, u);
+  for (int v = 0; v < 4; ++v) {
+    __m256 gv = _mm256_loadu_ps(g + base + 8 * v);
+    keep[v] = keep8(gv, u[v], cap, scale);
+    neg[v] = static_cast<unsigned>(_mm256_movemask_ps(gv));
+  }
+}
+
+float avx2_max_abs(const float* g, std::size_t begin, std::size_t end, std::size_t* first_bad) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i max_finite = _mm256_set1_epi32(0x7f7fffff);
+  __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
+  __m256i bad = _mm256_setzero_si256();
+  std::size_t k = begin;
+  for (; k + 16 <= end; k += 16) {
+    __m256 a0 = _mm256_and_ps(_mm256_loadu_ps(g + k), abs_mask);
+    __m256 a1 = _mm256_and_ps(_mm256_loadu_ps(g + k + 8), abs_mask);
+    bad = _mm256_or_si256(bad, _mm256_cmpgt_epi32(_mm256_castps_si256(a0), max_finite));
+    bad = _mm256_or_si256(bad, _mm256_cmpgt_epi32(_mm256_castps_si256(a1), max_finite));
+    m0 = _mm256_max_ps(m0, a0);
+    m1 = _mm256_max_ps(m1, a1);
+  }
+  if (!_mm256_testz_si256(bad, bad)) return portable_kernels().max_abs(g, begin, end, first_bad);
+  float lanes[8];
+  _mm256_storeu_ps(lanes, _mm256_max_ps(m0, m1));
+  float m = *std::max_element(lanes, lanes + 8);
+  float tail = portable_kernels().max_abs(g, k, end, first_bad);
+  if (*first_bad != kNoBadIndex) return m;
+  return std::max(m, tail);
+}
+
+void avx2_chunk_totals(const float* g, std::size_t n, std::size_t c0, std::size_t c1, bool square,
+                       double mean, double* totals) {
+  const __m256d vmean = _mm256_set1_pd(mean);
+  for (std::size_t c = c0; c < c1; ++c) {
+    std::size_t start = c * kReduceChunk, end = std::min<std::size_t>(n, start + kReduceChunk);
+    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();  // lanes 0-3, 4-7
+    std::size_t k = start;
+    for (; k + 8 <= end; k += 8) {
+      __m256 v = _mm256_loadu_ps(g + k);
+      __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+      __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+      if (square) {
+        lo = _mm256_sub_pd(lo, vmean);
+        hi = _mm256_sub_pd(hi, vmean);
+        lo = _mm256_mul_pd(lo, lo);
+        hi = _mm256_mul_pd(hi, hi);
+      }
+      acc0 = _mm256_add_pd(acc0, lo);
+      acc1 = _mm256_add_pd(acc1, hi);
+    }
+    double lane[kReduceLanes];
+    _mm256_storeu_pd(lane, acc0);
+    _mm256_storeu_pd(lane + 4, acc1);
+    for (; k < end; ++k) {
+      double x = static_cast<double>(g[k]);
+      if (square) {
+        double d = x - mean;
+        x = d * d;
+      }
+      lane[(k - start) % kReduceLanes] += x;
+    }
+    totals[c - c0] = combine_lanes(lane);
+  }
+}
+
+void avx2_ternarize(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
+                    const StreamKey& key, std::int8_t* trits) {
+  const Tables& t = tables();
+  const __m256 cap = _mm256_set1_ps(rule.cap);
+  const __m256d scale = _mm256_set1_pd(rule.scale);
+  std::size_t k = begin;
+  for (; k + 32 <= end; k += 32) {
+    unsigned keep[4], neg[4];
+    decide32(g, k, key, cap, scale, keep, neg);
+    for (int v = 0; v < 4; ++v) {
+      std::uint64_t pos = t.bytes[keep[v] & ~neg[v] & 0xff], mns = t.bytes[keep[v] & neg[v]];
+      std::uint64_t out = pos | (mns * 0xff);
+      std::memcpy(trits + k + 8 * v, &out, 8);
+    }
+  }
+  if (k < end) portable_kernels().ternarize(g, k, end, rule, key, trits);
+}
+
+void avx2_encode_2bit(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
+                      const StreamKey& key, std::uint8_t* body) {
+  const Tables& t = tables();
+  const __m256 cap = _mm256_set1_ps(rule.cap);
+  const __m256d scale = _mm256_set1_pd(rule.scale);
+  std::size_t k = begin;
+  for (; k + 32 <= end; k += 32) {
+    unsigned keep[4], neg[4];
+    decide32(g, k, key, cap, scale, keep, neg);
+    std::uint64_t out = 0;
+    for (int v = 0; v < 4; ++v) {
+      std::uint64_t codes = t.spread[keep[v] & ~neg[v] & 0xff] |
+                            (std::uint64_t{t.spread[keep[v] & neg[v]]} << 1);
+      out |= codes << (16 * v);
+    }
+    std::memcpy(body + k / 4, &out, 8);
+  }
+  if (k < end) portable_kernels().encode_2bit(g, k, end, rule, key, body);
+}
+
+void avx2_encode_base3(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
+                       const StreamKey& key, std::uint8_t* body) {
+  constexpr std::size_t kStep = 320;  // multiple of 32 (SIMD step) and 5 (trits per byte)
+  alignas(32) std::int8_t local[kStep];
+  for (std::size_t b = begin; b < end; b += kStep) {
+    std::size_t stop = std::min<std::size_t>(end, b + kStep);
+    // local[k - b] for k in [b, stop): ternarize writes at trits[k], so offset the base pointer
+    // through an integer to stay within defined pointer arithmetic.
+    std::size_t m = b;
+    const Tables& t = tables();
+    const __m256 cap = _mm256_set1_ps(rule.cap);
+    const __m256d scale = _mm256_set1_pd(rule.scale);
+    for (; m + 32 <= stop; m += 32) {
+      unsigned keep[4], neg[4];
+      decide32(g, m, key, cap, scale, keep, neg);
+      for (int v = 0; v < 4; ++v) {
+        std::uint64_t out = t.bytes[keep[v] & ~neg[v] & 0xff] | (t.bytes[keep[v] & neg[v]] * 0xff);
+        std::memcpy(local + (m - b) + 8 * v, &out, 8);
+      }
+    }
+    for (; m < stop; m += 4) {
+      PhiloxBlock u = philox_block(key, static_cast<std::uint32_t>(m / 4));
+      std::size_t last = std::min<std::size_t>(stop, m + 4);
+      for (std::size_t q = m; q < last; ++q)
+        local[q - b] = static_cast<std::int8_t>(ternarize_element(g[q], rule, u.v[q - m]));
+    }
+    pack_base3_range(local, 0, stop - b, body + b / 5);
+  }
+}
+
+std::size_t avx2_decode_2bit(const std::uint8_t* body, std::size_t n, std::size_t b0, std::size_t b1,
+                             float scalar, float* out) {
+  // trit values of the 4 codes of each byte, and whether a byte holds the invalid code 11
+  static const auto lut = [] {
+    std::array<std::array<float, 4>, 256> v{};
+    for (unsigned b = 0; b < 256; ++b)
+      for (unsigned m = 0; m < 4; ++m) {
+        unsigned code = (b >> (2 * m)) & 3u;
+        v[b][m] = code == 0 ? 0.0f : (code == 1 ? 1.0f : -1.0f);
+      }
+    return v;
+  }();
+  const __m256 s = _mm256_set1_ps(scalar);
+  std::size_t full = std::min(b1, n / 4);  // bytes with 4 elements and no padding
+  std::size_t j = b0;
+  for (; j + 2 <= full; j += 2) {
+    std::uint8_t x = body[j], y = body[j + 1];
+    // a byte holds code 11 iff some pair of bits is 11: (b & (b >> 1)) & 0x55
+    if (((x & (x >> 1)) | (y & (y >> 1))) & 0x55) break;
+    __m256 v = _mm256_set_m128(_mm_loadu_ps(lut[y].data()), _mm_loadu_ps(lut[x].data()));
+    _mm256_storeu_ps(out + 4 * j, _mm256_mul_ps(s, v));
+  }
+  return portable_kernels().decode_2bit(body, n, j, b1, scalar, out);
+}
+
+}  // namespace
+
+const Kernels* avx2_kernels() {
+  static const Kernels k = {"avx2",         avx2_max_abs,     avx2_chunk_totals, avx2_ternarize,
+                            avx2_encode_2bit, avx2_encode_base3, avx2_decode_2bit};
+  return &k;
+}
+
+}  // namespace tg::cpu

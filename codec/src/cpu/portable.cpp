@@ -1,0 +1,187 @@
+// terngrad-bench: portable kernels of the optimized CPU codec (one Philox block per 4 elements,
+// table-driven unpacking). Used where AVX2 is absent and for the tails of the SIMD kernels.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+
+#include "kernels.hpp"
+
+namespace tg::cpu {
+namespace {
+
+float portable_max_abs(const float* g, std::size_t begin, std::size_t end, std::size_t* first_bad) {
+  float m = 0.0f;
+  *first_bad = kNoBadIndex;
+  for (std::size_t k = begin; k < end; ++k) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &g[k], 4);
+    bits &= 0x7fffffffu;
+    if (bits >= 0x7f800000u) {
+      *first_bad = k;
+      return m;
+    }
+    float a;
+    std::memcpy(&a, &bits, 4);
+    m = std::max(m, a);
+  }
+  return m;
+}
+
+void portable_chunk_totals(const float* g, std::size_t n, std::size_t c0, std::size_t c1, bool square,
+                           double mean, double* totals) {
+  for (std::size_t c = c0; c < c1; ++c) {
+    std::size_t start = c * kReduceChunk, end = std::min<std::size_t>(n, start + kReduceChunk);
+    double lane[kReduceLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (std::size_t k = start; k < end; ++k) {
+      double x = static_cast<double>(g[k]);
+      if (square) {
+        double d = x - mean;
+        x = d * d;
+      }
+      lane[(k - start) % kReduceLanes] += x;
+    }
+    totals[c - c0] = combine_lanes(lane);
+  }
+}
+
+void portable_ternarize(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
+                        const StreamKey& key, std::int8_t* trits) {
+  for (std::size_t b = begin; b < end; b += 4) {
+    PhiloxBlock u = philox_block(key, static_cast<std::uint32_t>(b / 4));
+    std::size_t stop = std::min<std::size_t>(end, b + 4);
+    for (std::size_t k = b; k < stop; ++k)
+      trits[k] = static_cast<std::int8_t>(ternarize_element(g[k], rule, u.v[k - b]));
+  }
+}
+
+void portable_encode_2bit(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
+                          const StreamKey& key, std::uint8_t* body) {
+  for (std::size_t b = begin; b < end; b += 4) {
+    PhiloxBlock u = philox_block(key, static_cast<std::uint32_t>(b / 4));
+    std::size_t stop = std::min<std::size_t>(end, b + 4);
+    unsigned byte = 0;
+    for (std::size_t k = b; k < stop; ++k)
+      byte |= unsigned(code_2bit(ternarize_element(g[k], rule, u.v[k - b]))) << (2 * (k - b));
+    body[b / 4] = static_cast<std::uint8_t>(byte);
+  }
+}
+
+void portable_encode_base3(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
+                           const StreamKey& key, std::uint8_t* body) {
+  constexpr std::size_t kStep = 320;  // multiple of 4 (Philox blocks) and 5 (trits per byte)
+  std::int8_t local[kStep];
+  for (std::size_t b = begin; b < end; b += kStep) {
+    std::size_t stop = std::min<std::size_t>(end, b + kStep);
+    for (std::size_t q = b; q < stop; q += 4) {
+      PhiloxBlock u = philox_block(key, static_cast<std::uint32_t>(q / 4));
+      std::size_t last = std::min<std::size_t>(stop, q + 4);
+      for (std::size_t k = q; k < last; ++k)
+        local[k - b] = static_cast<std::int8_t>(ternarize_element(g[k], rule, u.v[k - q]));
+    }
+    pack_base3_range(local, 0, stop - b, body + b / 5);
+  }
+}
+
+struct DecodeTable {
+  std::array<std::array<float, 4>, 256> trit{};
+  std::array<std::uint8_t, 256> bad{};
+};
+
+const DecodeTable& decode_table() {
+  static const DecodeTable t = [] {
+    DecodeTable d;
+    for (unsigned b = 0; b < 256; ++b)
+      for (unsigned m = 0; m < 4; ++m) {
+        unsigned code = (b >> (2 * m)) & 3u;
+        if (code == 3) d.bad[b] = 1;
+        d.trit[b][m] = code == 0 ? 0.0f : (code == 1 ? 1.0f : -1.0f);
+      }
+    return d;
+  }();
+  return t;
+}
+
+// Nonzero bits of the last 2bit byte past element n are padding and must be 0.
+bool bad_2bit_padding(std::uint8_t byte, std::size_t n, std::size_t j) {
+  std::size_t valid = n - 4 * j;  // elements in this byte
+  if (valid >= 4) return false;
+  return (byte >> (2 * valid)) != 0;
+}
+
+}  // namespace
+
+std::size_t portable_decode_2bit(const std::uint8_t* body, std::size_t n, std::size_t b0, std::size_t b1,
+                                 float scalar, float* out) {
+  const DecodeTable& t = decode_table();
+  for (std::size_t j = b0; j < b1; ++j) {
+    std::uint8_t byte = body[j];
+    if (t.bad[byte] || bad_2bit_padding(byte, n, j)) return j;
+    std::size_t stop = std::min<std::size_t>(n, 4 * j + 4);
+    for (std::size_t k = 4 * j; k < stop; ++k) out[k] = scalar * t.trit[byte][k - 4 * j];
+  }
+  return kNoBadIndex;
+}
+
+std::size_t decode_base3_range(const std::uint8_t* body, std::size_t n, std::size_t b0, std::size_t b1,
+                               float scalar, float* out) {
+  static const float trit_value[3] = {0.0f, 1.0f, -1.0f};
+  for (std::size_t j = b0; j < b1; ++j) {
+    unsigned v = body[j];
+    if (v > kBase3MaxByte) return j;
+    for (std::size_t m = 0; m < 5; ++m, v /= 3) {
+      std::size_t k = 5 * j + m;
+      if (k < n)
+        out[k] = scalar * trit_value[v % 3];
+      else if (v % 3 != 0)
+        return j;
+    }
+  }
+  return kNoBadIndex;
+}
+
+std::size_t unpack_2bit_range(const std::uint8_t* body, std::size_t n, std::size_t b0, std::size_t b1,
+                              std::int8_t* trits) {
+  for (std::size_t j = b0; j < b1; ++j) {
+    std::uint8_t byte = body[j];
+    if (decode_table().bad[byte] || bad_2bit_padding(byte, n, j)) return j;
+    std::size_t stop = std::min<std::size_t>(n, 4 * j + 4);
+    for (std::size_t k = 4 * j; k < stop; ++k)
+      trits[k] = static_cast<std::int8_t>(trit_of_code((byte >> (2 * (k - 4 * j))) & 3u));
+  }
+  return kNoBadIndex;
+}
+
+std::size_t unpack_base3_range(const std::uint8_t* body, std::size_t n, std::size_t b0, std::size_t b1,
+                               std::int8_t* trits) {
+  for (std::size_t j = b0; j < b1; ++j) {
+    unsigned v = body[j];
+    if (v > kBase3MaxByte) return j;
+    for (std::size_t m = 0; m < 5; ++m, v /= 3) {
+      std::size_t k = 5 * j + m;
+      if (k < n)
+        trits[k] = static_cast<std::int8_t>(trit_of_code(static_cast<std::uint8_t>(v % 3)));
+      else if (v % 3 != 0)
+        return j;
+    }
+  }
+  return kNoBadIndex;
+}
+
+void pack_base3_range(const std::int8_t* trits, std::size_t begin, std::size_t end, std::uint8_t* body) {
+  for (std::size_t i = begin; i < end; i += 5) {
+    unsigned v = 0, p = 1;
+    std::size_t stop = std::min<std::size_t>(end, i + 5);
+    for (std::size_t k = i; k < stop; ++k, p *= 3) v += digit_base3(trits[k]) * p;
+    body[i / 5] = static_cast<std::uint8_t>(v);
+  }
+}
+
+const Kernels& portable_kernels() {
+  static const Kernels k = {"portable",         portable_max_abs,      portable_chunk_totals,
+                            portable_ternarize, portable_encode_2bit,  portable_encode_base3,
+                            portable_decode_2bit};
+  return k;
+}
+
+}  // namespace tg::cpu

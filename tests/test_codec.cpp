@@ -1,0 +1,267 @@
+// terngrad-bench: codec unit tests: every CPU implementation against the reference (edge sizes,
+// unaligned pointers, thread counts, clipping modes, packings), the deterministic facts, errors,
+// shared scalars, layer-wise encoding, aggregation, and a loose Monte-Carlo smoke test.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "test_util.hpp"
+#include "tg/codec.hpp"
+
+namespace {
+
+const std::vector<std::size_t> kEdgeSizes = {0, 1, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 1000003};
+
+std::vector<tg::Params> all_params() {
+  std::vector<tg::Params> out;
+  for (auto clip : {tg::ClipMode::none, tg::ClipMode::clip, tg::ClipMode::saturate})
+    for (auto packing : {tg::Packing::two_bit, tg::Packing::base3}) {
+      tg::Params p;
+      p.clip = clip;
+      p.packing = packing;
+      p.c = clip == tg::ClipMode::saturate ? 1.5 : 2.5;
+      out.push_back(p);
+    }
+  return out;
+}
+
+TEST(CrossImplementation, SameBytesAtEdgeSizesForEveryParameter) {
+  auto table = tg::cpu_codecs(3);
+  ASSERT_GE(table.size(), 3u);
+  for (std::size_t n : kEdgeSizes) {
+    auto g = tg::test::awkward(n, n + 1);
+    for (const auto& p : all_params()) {
+      tg::StreamKey key{0xfeedbeefcafef00dull + n, 3, 17, 123456};
+      auto want = tg::encode(*table[0].codec, g, p, key);
+      for (std::size_t i = 1; i < table.size(); ++i)
+        ASSERT_EQ(tg::encode(*table[i].codec, g, p, key), want)
+            << table[i].name << " n=" << n << " clip=" << tg::to_string(p.clip) << " packing="
+            << tg::to_string(p.packing);
+    }
+  }
+}
+
+TEST(CrossImplementation, SameBytesAtAnyThreadCount) {
+  auto g = tg::test::gaussian(1000003, 77);
+  tg::Params p;
+  p.clip = tg::ClipMode::clip;
+  tg::StreamKey key{9, 1, 2, 3};
+  auto want = tg::encode(tg::reference_codec(), g, p, key);
+  for (unsigned t : {1u, 2u, 3u, 5u, 8u, 13u}) {
+    for (bool portable : {false, true}) {
+      auto codec = tg::make_optimized_codec(t, portable);
+      EXPECT_EQ(tg::encode(*codec, g, p, key), want) << codec->name();
+      auto dref = tg::decode(tg::reference_codec(), want);
+      auto dopt = tg::decode(*codec, want);
+      EXPECT_EQ(std::memcmp(dref.values.data(), dopt.values.data(), 4 * dref.values.size()), 0)
+          << codec->name();
+    }
+  }
+}
+
+TEST(CrossImplementation, MomentsAreBitIdentical) {
+  for (std::size_t n : {1ul, 2047ul, 2048ul, 2049ul, 100000ul, 1000003ul}) {
+    auto g = tg::test::gaussian(n, n, 3.0f);
+    for (auto& x : g) x += 1000.0f;  // a large mean: the two-pass sigma must not cancel
+    tg::Moments want = tg::reference_codec().moments(g);
+    for (const auto& entry : tg::cpu_codecs(4)) {
+      tg::Moments got = entry.codec->moments(g);
+      EXPECT_EQ(std::memcmp(&got.mean, &want.mean, 8), 0) << entry.name << " n=" << n << std::hexfloat
+                                                           << " " << got.mean << " vs " << want.mean;
+      EXPECT_EQ(std::memcmp(&got.sigma, &want.sigma, 8), 0) << entry.name << " n=" << n;
+    }
+    if (n > 1000) {
+      EXPECT_NEAR(want.sigma, 3.0, 0.1);
+    }
+  }
+}
+
+// Inputs that start off any SIMD boundary (float offsets 1..7 from a 32-byte boundary), and trit
+// and body buffers at odd byte offsets. (A float* off its 4-byte alignment is undefined in C++.)
+TEST(CrossImplementation, UnalignedPointers) {
+  auto g = tg::test::awkward(4099, 5);
+  for (std::size_t offset = 1; offset < 8; ++offset) {
+    std::vector<float> storage(g.size() + 8);
+    std::copy(g.begin(), g.end(), storage.begin() + offset);
+    std::span<const float> shifted(storage.data() + offset, g.size());
+    for (const auto& entry : tg::cpu_codecs(2)) {
+      tg::ScalarRule rule = tg::own_rule(*entry.codec, shifted, {}, 3);
+      std::vector<std::int8_t> trits_raw(g.size() + 8, 0x5a);
+      std::span<std::int8_t> trits(trits_raw.data() + offset, g.size());
+      entry.codec->ternarize(shifted, rule, {1, 2, 3, 4}, trits);
+      std::vector<std::int8_t> ref(g.size());
+      tg::reference_codec().ternarize(g, rule, {1, 2, 3, 4}, ref);
+      EXPECT_TRUE(std::equal(ref.begin(), ref.end(), trits.begin())) << entry.name << " offset " << offset;
+      for (auto packing : {tg::Packing::two_bit, tg::Packing::base3}) {
+        std::size_t nb = tg::body_bytes(packing, g.size());
+        std::vector<std::uint8_t> body_raw(nb + 8, 0xCA), ref_body(nb, 0xCA);
+        std::span<std::uint8_t> body(body_raw.data() + offset, nb);
+        entry.codec->encode_body(shifted, rule, {1, 2, 3, 4}, packing, body);
+        tg::reference_codec().encode_body(g, rule, {1, 2, 3, 4}, packing, ref_body);
+        EXPECT_TRUE(std::equal(ref_body.begin(), ref_body.end(), body.begin())) << entry.name;
+        EXPECT_EQ(body_raw[offset - 1], 0xCA) << "wrote before the body";
+        EXPECT_EQ(body_raw[offset + nb], 0xCA) << "wrote past the body";
+      }
+    }
+  }
+}
+
+TEST(Codec, DeterministicFacts) {
+  auto g = tg::test::awkward(5003, 9);
+  for (const auto& entry : tg::cpu_codecs(2))
+    for (std::uint32_t step = 0; step < 20; ++step) {
+      std::vector<std::int8_t> t(g.size());
+      float s = tg::ternarize(*entry.codec, g, {}, {1, 0, 0, step}, t);
+      ASSERT_EQ(s, 50.0f);
+      for (std::size_t k = 0; k < g.size(); ++k) {
+        if (g[k] == 0.0f) { ASSERT_EQ(t[k], 0) << "zero kept at " << k; }
+        if (std::fabs(g[k]) == s) { ASSERT_EQ(t[k], g[k] > 0 ? 1 : -1) << "max dropped at " << k; }
+        if (t[k] != 0) { ASSERT_EQ(t[k] > 0, g[k] > 0) << "sign flipped at " << k; }
+      }
+    }
+}
+
+TEST(Codec, AllZeroTensorGivesZeroScalarAndZeros) {
+  std::vector<float> g(1000, 0.0f);
+  g[3] = -0.0f;
+  for (const auto& entry : tg::cpu_codecs(2))
+    for (const auto& p : all_params()) {
+      auto d = tg::decode(*entry.codec, tg::encode(*entry.codec, g, p, {}));
+      EXPECT_EQ(d.header.scalar, 0.0f);
+      for (float v : d.values) ASSERT_EQ(v, 0.0f);
+      for (float v : d.values) ASSERT_FALSE(std::isnan(v));
+    }
+}
+
+TEST(Codec, NonFiniteInputIsATypedErrorNamingTensorAndIndex) {
+  for (const auto& entry : tg::cpu_codecs(3)) {
+    for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity(),
+                      -std::numeric_limits<float>::infinity()}) {
+      for (std::size_t where : {0ul, 6ul, 200000ul, 999999ul}) {
+        auto g = tg::test::gaussian(1000000, 1);
+        g[where] = bad;
+        g[999999] = bad;  // a later bad value must not be the one reported
+        try {
+          tg::encode(*entry.codec, g, {}, {0, 0, 42, 0});
+          ADD_FAILURE() << entry.name << " accepted a non-finite value";
+        } catch (const tg::NonFiniteError& e) {
+          EXPECT_EQ(e.code(), tg::ErrorCode::non_finite);
+          EXPECT_EQ(e.tensor(), 42u);
+          EXPECT_EQ(e.index(), where) << entry.name;
+          EXPECT_NE(std::string(e.what()).find("tensor 42"), std::string::npos) << e.what();
+        }
+      }
+    }
+  }
+}
+
+TEST(Codec, InvalidParametersAreRejected) {
+  auto g = tg::test::gaussian(10, 1);
+  tg::Params p;
+  for (double c : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    p.c = c;
+    EXPECT_THROW(tg::encode(tg::reference_codec(), g, p, {}), tg::Error);
+  }
+  p = {};
+  p.packing = tg::Packing::float32;
+  EXPECT_THROW(tg::encode(tg::reference_codec(), g, p, {}), tg::Error);
+  EXPECT_THROW(tg::parse_clip_mode("clamp"), tg::Error);
+  EXPECT_THROW(tg::parse_packing("3bit"), tg::Error);
+  EXPECT_THROW(tg::encode_with_scalar(tg::reference_codec(), g, {}, {}, -1.0f), tg::Error);
+}
+
+TEST(Codec, ClippingScalarIsCSigma) {
+  auto g = tg::test::gaussian(100000, 3);
+  g[10] = 100.0f;
+  tg::Params p;
+  p.clip = tg::ClipMode::clip;
+  tg::Moments m = tg::reference_codec().moments(g);
+  float s = tg::tensor_scalar(tg::reference_codec(), g, p, 0);
+  EXPECT_EQ(s, static_cast<float>(2.5 * m.sigma));
+  p.clip = tg::ClipMode::saturate;
+  EXPECT_EQ(tg::tensor_scalar(tg::reference_codec(), g, p, 0), s);
+  p.clip = tg::ClipMode::none;
+  EXPECT_EQ(tg::tensor_scalar(tg::reference_codec(), g, p, 0), 100.0f);
+}
+
+TEST(Codec, SharedScalarAndExactAggregation) {
+  const int workers = 5;
+  std::vector<std::vector<float>> grads;
+  std::vector<float> scalars;
+  for (int w = 0; w < workers; ++w) {
+    grads.push_back(tg::test::gaussian(1001, 100 + w, 1.0f + w));
+    scalars.push_back(tg::tensor_scalar(tg::reference_codec(), grads.back(), {}, 7));
+  }
+  float s = tg::shared_scalar(scalars);
+  EXPECT_EQ(s, *std::max_element(scalars.begin(), scalars.end()));
+  for (const auto& entry : tg::cpu_codecs(2)) {
+    std::vector<std::vector<std::uint8_t>> payloads;
+    for (int w = 0; w < workers; ++w)
+      payloads.push_back(tg::encode_with_scalar(*entry.codec, grads[w], {}, {5, std::uint32_t(w), 7, 1}, s));
+    std::vector<std::span<const std::uint8_t>> views(payloads.begin(), payloads.end());
+    tg::Aggregate agg = tg::aggregate(*entry.codec, views);
+    EXPECT_EQ(agg.workers, 5u);
+    std::vector<double> mean(1001, 0.0);
+    std::vector<int> sums(1001, 0);
+    for (auto& pl : payloads) {
+      auto t = tg::decode_trits(tg::reference_codec(), pl);
+      for (std::size_t k = 0; k < t.size(); ++k) sums[k] += t[k];
+    }
+    for (std::size_t k = 0; k < 1001; ++k) {
+      ASSERT_EQ(agg.sums[k], sums[k]);
+      ASSERT_LE(std::abs(agg.sums[k]), workers);
+      ASSERT_EQ(agg.mean[k], static_cast<float>(double(s) * sums[k] / workers));
+    }
+  }
+  // payloads with different scalars cannot be aggregated exactly
+  auto a = tg::encode(tg::reference_codec(), grads[0], {}, {0, 0, 7, 0});
+  auto b = tg::encode(tg::reference_codec(), grads[1], {}, {0, 1, 7, 0});
+  std::vector<std::span<const std::uint8_t>> views = {a, b};
+  EXPECT_THROW(tg::aggregate(tg::reference_codec(), views), tg::Error);
+}
+
+TEST(Codec, LayerwiseEqualsIndependentEncodes) {
+  std::vector<std::vector<float>> layers = {tg::test::gaussian(500, 1, 0.01f), tg::test::gaussian(17, 2, 1.0f),
+                                            tg::test::gaussian(3000, 3, 100.0f)};
+  std::vector<std::span<const float>> views(layers.begin(), layers.end());
+  tg::StreamKey key{11, 2, 10, 5};
+  auto payloads = tg::encode_layers(tg::reference_codec(), views, {}, key);
+  ASSERT_EQ(payloads.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    tg::StreamKey k = key;
+    k.tensor = 10 + static_cast<std::uint32_t>(i);
+    EXPECT_EQ(payloads[i], tg::encode(tg::reference_codec(), layers[i], {}, k));
+    float m = 0.0f;
+    for (float x : layers[i]) m = std::max(m, std::fabs(x));
+    EXPECT_EQ(tg::decode(tg::reference_codec(), payloads[i]).header.scalar, m);
+  }
+}
+
+// Loose Monte-Carlo smoke test of E[g~] = g and of the variance identity (the battery does the real
+// statistics). 4000 draws of 64 coordinates; |mean - g_k| per coordinate has sd <= s/(2 sqrt(4000))
+// = 0.0079 s; the bound 8 sd gives a false-fail probability below 64 * 2 * Phi(-8) ~ 1e-13.
+TEST(Codec, MonteCarloSmoke) {
+  auto g = tg::test::gaussian(64, 21);
+  float s = 0;
+  for (float x : g) s = std::max(s, std::fabs(x));
+  const int draws = 4000;
+  std::vector<double> mean(64, 0.0);
+  double sq = 0.0;
+  std::vector<std::int8_t> t(64);
+  for (int d = 0; d < draws; ++d) {
+    tg::ternarize(tg::reference_codec(), g, {}, {3, 0, 0, static_cast<std::uint32_t>(d)}, t);
+    for (int k = 0; k < 64; ++k) {
+      double v = s * t[k];
+      mean[k] += v / draws;
+      sq += (v - g[k]) * (v - g[k]) / draws;
+    }
+  }
+  for (int k = 0; k < 64; ++k) EXPECT_NEAR(mean[k], g[k], 8 * 0.5 * s / std::sqrt(draws)) << k;
+  double want = tg::variance_identity(g);
+  // Var of one draw's squared error <= 64 s^4 / 4; sd of the mean over 4000 draws <= 0.063 s^2.
+  EXPECT_NEAR(sq, want, 8 * 0.063 * s * s);
+}
+
+}  // namespace
