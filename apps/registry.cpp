@@ -16,6 +16,9 @@ Command converge_command();
 #ifdef TG_HAVE_CMD_TRAIN
 std::vector<Command> train_commands();  // train, and its multi-process launcher
 #endif
+#ifdef TG_HAVE_CMD_REPORT
+Command report_command();
+#endif
 
 int guarded(const char* command, const std::function<int()>& fn) {
   try {
@@ -38,6 +41,9 @@ std::vector<Command> all_commands() {
 #endif
 #ifdef TG_HAVE_CMD_TRAIN
   for (auto& c : train_commands()) list.push_back(c);
+#endif
+#ifdef TG_HAVE_CMD_REPORT
+  list.push_back(report_command());
 #endif
   list.push_back(demo_command());
   return list;
