@@ -69,19 +69,24 @@ class Codec {
 
 /// The reference codec: plain loops, one function per equation (codec/src/reference).
 const Codec& reference_codec();
-/// The optimized CPU codec: AVX2 when the CPU has it (portable code otherwise) and `threads`
-/// threads for large tensors (0: all hardware threads). force_portable disables the SIMD path.
+/// Instruction sets of the optimized CPU codec.
+enum class Isa { portable, avx2, avx512, best };
+/// The optimized CPU codec: the best SIMD kernels this CPU runs (AVX-512, AVX2, else portable code)
+/// and `threads` threads for large tensors (0: all hardware threads). force_portable disables SIMD.
 std::unique_ptr<Codec> make_optimized_codec(unsigned threads = 0, bool force_portable = false);
-/// Whether the optimized codec will use its AVX2 path on this CPU.
+/// The optimized codec with one instruction set (tg::Error invalid_argument if this CPU lacks it).
+std::unique_ptr<Codec> make_optimized_codec_isa(unsigned threads, Isa isa);
+/// Whether this CPU runs the AVX2 (AVX2) and AVX-512 (AVX512F + BMI2) kernels.
 bool cpu_has_avx2();
+bool cpu_has_avx512();
 
 /// Named entry of the table of CPU implementations that tests and benchmarks walk.
 struct CodecEntry {
   std::string name;
   std::shared_ptr<const Codec> codec;
 };
-/// reference, optimized (portable, 1 thread), optimized (SIMD if available, 1 thread), and
-/// optimized (SIMD, `threads` threads).
+/// reference, optimized with 1 thread for each instruction set this CPU runs (portable, avx2,
+/// avx512), and the best optimized codec with `threads` threads.
 std::vector<CodecEntry> cpu_codecs(unsigned threads = 0);
 
 // ---- per-tensor scalar ----------------------------------------------------------------------

@@ -36,8 +36,9 @@ struct Kernels {
 };
 
 const Kernels& portable_kernels();
-// nullptr when the build has no AVX2 translation unit.
+// SIMD kernel sets; call only after checking the CPU (tg::cpu_has_avx2 / cpu_has_avx512).
 const Kernels* avx2_kernels();
+const Kernels* avx512_kernels();
 
 // Shared by both kernel sets (portable code).
 std::size_t decode_base3_range(const std::uint8_t* body, std::size_t n, std::size_t b0, std::size_t b1,

@@ -58,10 +58,8 @@ void parallel_ranges(std::size_t n, std::size_t align, unsigned threads, std::si
 
 class OptimizedCodec final : public Codec {
  public:
-  OptimizedCodec(unsigned threads, bool force_portable)
-      : threads_(threads ? threads : std::max(1u, std::thread::hardware_concurrency())),
-        kernels_(!force_portable && cpu_has_avx2() && cpu::avx2_kernels() ? cpu::avx2_kernels()
-                                                                         : &cpu::portable_kernels()) {}
+  OptimizedCodec(unsigned threads, const cpu::Kernels* kernels)
+      : threads_(threads ? threads : std::max(1u, std::thread::hardware_concurrency())), kernels_(kernels) {}
 
   std::string name() const override {
     return std::string("optimized-") + kernels_->name + "-t" + std::to_string(threads_);
@@ -91,7 +89,7 @@ class OptimizedCodec final : public Codec {
   void ternarize(std::span<const float> g, const ScalarRule& rule, const StreamKey& key,
                  std::span<std::int8_t> trits) const override {
     parallel_ranges(g.size(), kAlign, threads_, kMinPerThread, [&](std::size_t b, std::size_t e, std::size_t) {
-      kernels_->ternarize(g.data(), b, e, rule, key, trits.data());
+      backwards(b, e, [&](std::size_t cb, std::size_t ce) { kernels_->ternarize(g.data(), cb, ce, rule, key, trits.data()); });
     });
   }
 
@@ -99,7 +97,7 @@ class OptimizedCodec final : public Codec {
                    Packing packing, std::span<std::uint8_t> body) const override {
     auto kernel = packing == Packing::two_bit ? kernels_->encode_2bit : kernels_->encode_base3;
     parallel_ranges(g.size(), kAlign, threads_, kMinPerThread, [&](std::size_t b, std::size_t e, std::size_t) {
-      kernel(g.data(), b, e, rule, key, body.data());
+      backwards(b, e, [&](std::size_t cb, std::size_t ce) { kernel(g.data(), cb, ce, rule, key, body.data()); });
     });
   }
 
@@ -120,6 +118,23 @@ class OptimizedCodec final : public Codec {
   }
 
  private:
+  // Runs fn over [b, e) in aligned pieces from the last to the first. The scalar pass has just read
+  // the tensor front to back, so its tail is still in the last-level cache: going backwards reads
+  // that part from cache instead of memory when the tensor is larger than the cache.
+  template <typename Fn>
+  static void backwards(std::size_t b, std::size_t e, Fn fn) {
+    constexpr std::size_t kPiece = 4 * kAlign;
+    if (e - b <= kPiece) {
+      fn(b, e);
+      return;
+    }
+    std::size_t last = b + ((e - b - 1) / kPiece) * kPiece;  // start of the last (possibly short) piece
+    for (std::size_t start = last + kPiece; start > b;) {
+      start -= kPiece;
+      fn(start, std::min(e, start + kPiece));
+    }
+  }
+
   // Canonical total (tg/reduce.hpp): chunk totals in parallel, then added in chunk order.
   double total(std::span<const float> g, bool square, double mean) const {
     std::size_t chunks = (g.size() + kReduceChunk - 1) / kReduceChunk;
@@ -160,15 +175,38 @@ bool cpu_has_avx2() {
 #endif
 }
 
+bool cpu_has_avx512() {
+#if defined(__x86_64__)
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("bmi2");
+  return has;
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<Codec> make_optimized_codec_isa(unsigned threads, Isa isa) {
+  if (isa == Isa::best) isa = cpu_has_avx512() ? Isa::avx512 : (cpu_has_avx2() ? Isa::avx2 : Isa::portable);
+  const cpu::Kernels* k = &cpu::portable_kernels();
+  if (isa == Isa::avx2) {
+    if (!cpu_has_avx2()) throw Error(ErrorCode::invalid_argument, "this CPU has no AVX2");
+    k = cpu::avx2_kernels();
+  } else if (isa == Isa::avx512) {
+    if (!cpu_has_avx512()) throw Error(ErrorCode::invalid_argument, "this CPU has no AVX-512 (AVX512F + BMI2)");
+    k = cpu::avx512_kernels();
+  }
+  return std::make_unique<OptimizedCodec>(threads, k);
+}
+
 std::unique_ptr<Codec> make_optimized_codec(unsigned threads, bool force_portable) {
-  return std::make_unique<OptimizedCodec>(threads, force_portable);
+  return make_optimized_codec_isa(threads, force_portable ? Isa::portable : Isa::best);
 }
 
 std::vector<CodecEntry> cpu_codecs(unsigned threads) {
   std::vector<CodecEntry> table;
   table.push_back({"reference", std::shared_ptr<const Codec>(&reference_codec(), [](const Codec*) {})});
-  table.push_back({"optimized-portable-t1", make_optimized_codec(1, true)});
-  if (cpu_has_avx2()) table.push_back({"optimized-avx2-t1", make_optimized_codec(1, false)});
+  table.push_back({"optimized-portable-t1", make_optimized_codec_isa(1, Isa::portable)});
+  if (cpu_has_avx2()) table.push_back({"optimized-avx2-t1", make_optimized_codec_isa(1, Isa::avx2)});
+  if (cpu_has_avx512()) table.push_back({"optimized-avx512-t1", make_optimized_codec_isa(1, Isa::avx512)});
   std::shared_ptr<const Codec> many = make_optimized_codec(threads, false);
   table.push_back({many->name(), many});
   return table;
