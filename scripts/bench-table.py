@@ -15,9 +15,10 @@ def main(path):
     for b in data["benchmarks"]:
         if b.get("run_type") == "aggregate":
             continue
-        name, size = b["name"].split("/")[0:2], int(b["name"].split("/")[-1].split("/")[0])
-        key = "/".join(b["name"].split("/")[:-1]).replace("/real_time", "")
-        rows.setdefault(size, {})[key.replace("BM_", "")] = b["bytes_per_second"] / 1e9
+        parts = [p for p in b["name"].split("/") if p != "real_time"]
+        size = int(parts[-1])
+        key = "/".join(parts[:-1]).replace("BM_", "")
+        rows.setdefault(size, {})[key] = b["bytes_per_second"] / 1e9
     ctx = data["context"]
     print("# Codec throughput (CPU)\n")
     print(f"Measured {ctx['date']} on {ctx['num_cpus']} CPUs at {ctx['mhz_per_cpu']} MHz "

@@ -15,7 +15,8 @@ namespace tg {
 namespace {
 
 constexpr std::size_t kAlign = 5 * kReduceChunk;  // 10240: multiple of 4, 5, 8 and 2048
-constexpr std::size_t kMinPerThread = 8 * kAlign;  // below ~80K elements threads cost more than they save
+// Below ~1M elements per thread, starting threads costs more than it saves (reports/codec-throughput.md).
+constexpr std::size_t kMinPerThread = 100 * kAlign;
 
 // Splits [0, n) into at most `threads` contiguous ranges whose inner boundaries are multiples of
 // `align`, and runs fn(begin, end, part) on each (part 0 on the calling thread).

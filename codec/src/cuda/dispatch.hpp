@@ -1,0 +1,38 @@
+// terngrad-bench: internal entry points of the CUDA codec shared by kernels.cu (device side) and
+// host.cpp (the tg::Codec wrapper and host conveniences). Not installed; not a public API.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tg/cuda.hpp"
+
+namespace tg::cuda::detail {
+
+/// Throws CudaError naming `what` with the runtime's error name and string when status != 0.
+void check(int status, const char* what);
+
+/// Index into kernel_versions() of a version name ("" = the default, the last one); tg::Error
+/// invalid_argument for an unknown name.
+int version_index(const std::string& name);
+
+/// What one encode pipeline run does.
+struct EncodeRun {
+  const DeviceTensor* d_table = nullptr;  // device table of `count` tensors, or null with `single`
+  DeviceTensor single;                    // the one tensor when d_table is null
+  std::uint32_t count = 1;
+  std::uint64_t total_elements = 0;
+  Params params;
+  StreamKey key;
+  const float* d_shared_scalar = nullptr;  // encode_with_scalar semantics when not null
+  bool has_rule = false;                   // use `rule` as given (Codec::encode_body): no scalar pass
+  ScalarRule rule;
+  bool pack = true;                        // false: scalar pass only (results, no body)
+  int version = -1;                        // kernel version index (-1: default)
+};
+
+/// Enqueues the pipeline on `stream`: prepare, max|g| (+ mean and sigma for clipping), rule, pack.
+void run_encode(void* d_workspace, std::size_t workspace_bytes, const EncodeRun& run,
+                TensorResult* d_results, cudaStream_t stream);
+
+}  // namespace tg::cuda::detail
