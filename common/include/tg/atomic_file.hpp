@@ -21,7 +21,11 @@ inline void write_file_atomic(const std::filesystem::path& path, std::string_vie
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw std::runtime_error("cannot create folder " + dir.string() + ": " + ec.message());
-  fs::path tmp = dir / ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  std::string tmp_name = ".";  // appended piecewise: GCC 12 warns (-Wrestrict) on the chained form
+  tmp_name += path.filename().string();
+  tmp_name += ".tmp-";
+  tmp_name += std::to_string(::getpid());
+  fs::path tmp = dir / tmp_name;
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
   bool ok = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
