@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# ccache keys on paths relative to the checkout, so a fresh clone reuses earlier compilations
+export CCACHE_BASEDIR="$PWD"
 export RC_PARAMS=${RC_PARAMS:-"seed=20171204 max_success=200"}
 echo "test: rapidcheck RC_PARAMS=\"$RC_PARAMS\""
 bash scripts/build.sh default
