@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -19,6 +20,19 @@ struct Command {
   bool selected() const { return sub && sub->parsed(); }
   int run() const { return run_fn(); }
 };
+
+// A CLI11 check for a finite number > 0 whose message names the value (CLI::PositiveNumber prints
+// the whole of DBL_MAX).
+inline CLI::Validator positive_finite() {
+  return CLI::Validator(
+      [](std::string& text) {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v) || !(v > 0) || !std::isfinite(v))
+          return "must be a finite number > 0, got " + text;
+        return std::string();
+      },
+      "POSITIVE");
+}
 
 // Runs fn, turning tg::Error and std::exception into one line on stderr and exit code 2.
 int guarded(const char* command, const std::function<int()>& fn);

@@ -81,7 +81,7 @@ Command demo_command() {
     sub->add_option("--seed", opts->seed, "Seed of the gradient and of the codec's stream");
     sub->add_option("--clip", opts->clip, "Clipping mode")->check(CLI::IsMember({"none", "clip", "saturate"}));
     sub->add_option("--packing", opts->packing, "Packing")->check(CLI::IsMember({"2bit", "base3"}));
-    sub->add_option("--c", opts->c, "Clip factor (bound c*sigma)")->check(CLI::PositiveNumber);
+    sub->add_option("--c", opts->c, "Clip factor (bound c*sigma)")->check(positive_finite());
     return sub;
   };
   c.run_fn = [opts] { return guarded("demo", [&] { return run_demo(*opts); }); };

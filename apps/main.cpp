@@ -11,7 +11,8 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"terngrad: test bench for the TernGrad stochastic ternary gradient codec"};
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);  // an unknown word is then named: "argument was not expected: X"
+  app.failure_message(CLI::FailureMessage::simple);  // one line per error
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   std::vector<tg::app::Command> commands = tg::app::all_commands();
   for (auto& c : commands) c.add(app);
@@ -27,5 +28,6 @@ int main(int argc, char** argv) {
   }
   for (auto& c : commands)
     if (c.selected()) return c.run();
+  std::fprintf(stderr, "terngrad: a subcommand is required (see terngrad --help)\n");
   return 2;
 }

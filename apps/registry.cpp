@@ -1,4 +1,5 @@
 // terngrad-bench: the list of subcommands of `terngrad`, and their shared error handling.
+#include <cmath>
 #include <cstdio>
 #include <exception>
 

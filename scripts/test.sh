@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# terngrad-bench: the test command (README, .ci/run): set-up, build, every ctest test, then the codec
-# and property tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
-#   bash scripts/test.sh
+# terngrad-bench: the test command (README, .ci/run): set-up, build, every ctest test except those
+# labelled "long", the codec and property tests under AddressSanitizer + UndefinedBehaviorSanitizer,
+# a short fuzz run of every libFuzzer target, valgrind memcheck and ThreadSanitizer on the codec.
+#   bash scripts/test.sh                 (FUZZ_SECONDS=30 per target by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -11,5 +12,12 @@ export RC_PARAMS=${RC_PARAMS:-"seed=20171204 max_success=200"}
 echo "test: rapidcheck RC_PARAMS=\"$RC_PARAMS\""
 bash scripts/build.sh default
 ctest --preset default -j2 -LE long
+echo "test: codec and property tests under ASan + UBSan"
 bash scripts/build.sh asan
 ctest --preset asan -j2
+echo "test: fuzzing ${FUZZ_SECONDS:-30} s per target"
+bash scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
+echo "test: valgrind memcheck and ThreadSanitizer"
+MEMCHECK_BUILD=build/default bash scripts/memcheck.sh valgrind
+bash scripts/memcheck.sh tsan
+echo "test: all stages passed"

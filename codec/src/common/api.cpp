@@ -128,6 +128,7 @@ std::vector<std::uint8_t> encode(const Codec& codec, std::span<const float> g, c
                                  const StreamKey& key) {
   validate(params);
   if (travels_as_float(params, g.size())) {
+    check_size(g.size());
     codec.max_abs(g, key.tensor);  // same finiteness rule for float tensors
     return encode_float(g, key.tensor);
   }
@@ -142,11 +143,11 @@ std::vector<std::uint8_t> encode_with_scalar(const Codec& codec, std::span<const
   if (!std::isfinite(scalar) || scalar < 0.0f)
     throw Error(ErrorCode::invalid_argument,
                 "shared scalar " + std::to_string(scalar) + " is not a finite nonnegative number");
+  check_size(g.size());
   if (travels_as_float(params, g.size())) {
     codec.max_abs(g, key.tensor);
     return encode_float(g, key.tensor);
   }
-  check_size(g.size());
   codec.max_abs(g, key.tensor);
   float bound = clip_bound_checked(codec, g, params);
   return encode_rule(codec, g, params, key, make_rule(scalar, bound));
@@ -171,9 +172,14 @@ Decoded decode(const Codec& codec, std::span<const std::uint8_t> payload) {
   std::span<const std::uint8_t> body = payload.subspan(kHeaderBytes);
   d.values.resize(d.header.count);
   if (d.header.packing == Packing::float32) {
+    // The encoder writes scalar 0 and finite values only; anything else is not its payload.
+    if (d.header.scalar != 0.0f)
+      throw Error(ErrorCode::invalid_code, "float32 payload carries a nonzero scalar field");
     for (std::size_t k = 0; k < d.values.size(); ++k) {
       std::uint32_t bits = 0;
       for (int b = 3; b >= 0; --b) bits = (bits << 8) | body[4 * k + b];
+      if ((bits & 0x7fffffffu) >= 0x7f800000u)
+        throw Error(ErrorCode::invalid_code, "float32 payload holds NaN or Inf at element " + std::to_string(k));
       std::memcpy(&d.values[k], &bits, 4);
     }
   } else {
