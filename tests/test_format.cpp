@@ -137,6 +137,22 @@ TEST(Decoder, RejectsInvalidCodesWithValidChecksums) {
   expect_error(p, ErrorCode::invalid_code, "nonzero base3 padding digit");
 }
 
+TEST(Decoder, RejectsFloat32PayloadsTheEncoderNeverWrites) {
+  tg::Params params;
+  params.float_below = 100;
+  auto good = tg::encode(tg::reference_codec(), tg::test::gaussian(9, 3), params, {});
+  auto p = good;
+  float one = 1.0f;
+  std::memcpy(p.data() + 16, &one, 4);  // scalar field must be 0 for float32 bodies
+  reseal(p);
+  expect_error(p, ErrorCode::invalid_code, "a float32 payload with a scalar");
+  p = good;
+  std::uint32_t nan_bits = 0x7fc00000u;
+  std::memcpy(p.data() + 32 + 4 * 5, &nan_bits, 4);
+  reseal_body(p);
+  expect_error(p, ErrorCode::invalid_code, "a float32 payload holding NaN");
+}
+
 TEST(Decoder, FloatPayloadsRoundTripBelowTheSizeThreshold) {
   tg::Params p;
   p.float_below = 100;
