@@ -12,7 +12,9 @@
 int main(int argc, char** argv) {
   CLI::App app{"terngrad: test bench for the TernGrad stochastic ternary gradient codec"};
   app.require_subcommand(0, 1);  // an unknown word is then named: "argument was not expected: X"
-  app.failure_message(CLI::FailureMessage::simple);  // one line per error
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {  // one line per error
+    return std::string("terngrad: ") + e.what() + " (see --help)\n";
+  });
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   std::vector<tg::app::Command> commands = tg::app::all_commands();
   for (auto& c : commands) c.add(app);

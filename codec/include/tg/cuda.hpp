@@ -40,7 +40,8 @@ bool device_available(std::string* why = nullptr);
 
 /// Names of the kernel versions, oldest first (the last one is the default). Tests and benchmarks
 /// walk this table: "v1-bytewise" (one thread per body byte, the plain port), "v2-block" (one thread
-/// per Philox block / body word, vector loads and stores when aligned).
+/// per Philox block / base3 word, vector loads and stores when aligned), "v3-unrolled" (v2 with four
+/// 2bit blocks loaded per thread before use; its decode is v2's).
 const std::vector<std::string>& kernel_versions();
 
 /// The CUDA codec on the current device, with the default (fastest) kernel version.
@@ -55,6 +56,9 @@ std::vector<tg::CodecEntry> cuda_codecs();
 
 /// Index value meaning "none": every input finite / every byte valid.
 inline constexpr std::uint64_t kNone = ~std::uint64_t{0};
+/// TensorResult::first_bad of every tensor of an encode_layers call whose table does not match its
+/// total_elements (or holds a tensor over 2^34 elements): nothing was written.
+inline constexpr std::uint64_t kBadTable = kNone - 1;
 
 /// One tensor of a layer-wise encode, all pointers in device memory. `body` receives
 /// body_bytes(params.packing, n) bytes; `tensor` is the tensor id of its Philox stream.
@@ -89,8 +93,8 @@ void encode(void* d_workspace, std::size_t workspace_bytes, const float* d_g, st
 
 /// Layer-wise encode of `count` tensors (table in device memory) in a fixed number of launches,
 /// each with its own scalar; key.tensor is ignored (each DeviceTensor carries its id).
-/// total_elements must be the sum of the n fields (it sizes the launches; the workspace was sized
-/// with it). d_results has `count` entries.
+/// total_elements must be the sum of the n fields (it sizes the workspace; a mismatch is detected on
+/// the device and reported as kBadTable, never a write out of bounds). d_results has `count` entries.
 void encode_layers(void* d_workspace, std::size_t workspace_bytes, const DeviceTensor* d_tensors,
                    std::uint32_t count, std::uint64_t total_elements, const Params& params,
                    const StreamKey& key, TensorResult* d_results, cudaStream_t stream,

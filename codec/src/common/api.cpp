@@ -173,7 +173,9 @@ Decoded decode(const Codec& codec, std::span<const std::uint8_t> payload) {
   d.values.resize(d.header.count);
   if (d.header.packing == Packing::float32) {
     // The encoder writes scalar 0 and finite values only; anything else is not its payload.
-    if (d.header.scalar != 0.0f)
+    std::uint32_t scalar_bits;
+    std::memcpy(&scalar_bits, &d.header.scalar, 4);
+    if (scalar_bits != 0)
       throw Error(ErrorCode::invalid_code, "float32 payload carries a nonzero scalar field");
     for (std::size_t k = 0; k < d.values.size(); ++k) {
       std::uint32_t bits = 0;

@@ -99,9 +99,17 @@ void require_device() {
   if (!device_available(&why)) throw CudaError("CUDA codec unavailable: " + why, 0);
 }
 
+// The version index, after checking that a device is usable (before the stream is created, so the
+// error names the reason rather than a failed stream creation).
+int usable_version(const std::string& version) {
+  int index = detail::version_index(version);
+  require_device();
+  return index;
+}
+
 class CudaCodec final : public Codec {
  public:
-  explicit CudaCodec(const std::string& version) : version_(detail::version_index(version)) { require_device(); }
+  explicit CudaCodec(const std::string& version) : version_(usable_version(version)) {}
 
   std::string name() const override { return "cuda-" + kernel_versions()[version_]; }
 

@@ -1,7 +1,8 @@
 // terngrad-bench: the CUDA codec's kernels and its device API (tg/cuda.hpp). Layers, CUB style:
 // public function -> run_encode / dispatch (launch configuration chosen in launch_for only) -> kernel.
 // Kernel versions side by side (kernel_versions()): v1-bytewise (one thread per body byte, a Philox
-// block per element) and v2-block (one thread per Philox block or base3 word, vector loads/stores).
+// block per element), v2-block (one thread per Philox block or base3 word, vector loads/stores) and
+// v3-unrolled (v2 with four 2bit blocks loaded per thread before any is used). The decode of v3 is v2's.
 // Per-element work lives in tiles.hpp (host-tested); bits match the reference because the rules are
 // the shared headers and this file is built with -fmad=false and IEEE division/sqrt (CMakeLists.txt).
 #include <cuda_runtime.h>
@@ -22,47 +23,6 @@ namespace detail {
 namespace {
 
 constexpr unsigned kThreads = 256;
-constexpr unsigned long long kNoneU = ~0ull;
-constexpr unsigned long long kBadTableU = kNoneU - 1;
-
-// Workspace layout (each part 256-byte aligned).
-struct Workspace {
-  DeviceTensor* tensors;
-  LayerState* states;
-  std::uint64_t* tile_begin;   // count + 1: first packing tile of each tensor, [count] = total tiles
-  std::uint64_t* chunk_begin;  // count + 1: first reduction chunk of each tensor
-  double* totals;              // one per reduction chunk
-  unsigned* table_ok;          // 0 when the table's element count disagrees with total_elements
-  std::uint64_t chunk_capacity;
-};
-
-std::size_t align_up(std::size_t x) { return (x + 255) & ~std::size_t{255}; }
-
-struct Layout {
-  std::size_t tensors, states, tile_begin, chunk_begin, totals, table_ok, bytes;
-  std::uint64_t chunk_capacity;
-};
-
-Layout layout(std::uint32_t count, std::uint64_t total_elements) {
-  Layout l;
-  l.chunk_capacity = total_elements / kReduceChunk + count;
-  l.tensors = 0;
-  l.states = align_up(l.tensors + sizeof(DeviceTensor) * count);
-  l.tile_begin = align_up(l.states + sizeof(LayerState) * count);
-  l.chunk_begin = align_up(l.tile_begin + sizeof(std::uint64_t) * (count + 1));
-  l.totals = align_up(l.chunk_begin + sizeof(std::uint64_t) * (count + 1));
-  l.table_ok = align_up(l.totals + sizeof(double) * l.chunk_capacity);
-  l.bytes = align_up(l.table_ok + sizeof(unsigned));
-  return l;
-}
-
-Workspace carve(void* base, const Layout& l) {
-  auto* p = static_cast<unsigned char*>(base);
-  return {reinterpret_cast<DeviceTensor*>(p + l.tensors), reinterpret_cast<LayerState*>(p + l.states),
-          reinterpret_cast<std::uint64_t*>(p + l.tile_begin), reinterpret_cast<std::uint64_t*>(p + l.chunk_begin),
-          reinterpret_cast<double*>(p + l.totals), reinterpret_cast<unsigned*>(p + l.table_ok),
-          l.chunk_capacity};
-}
 
 // ---- launch configuration (the one place it is chosen) ---------------------------------------------
 
@@ -92,9 +52,6 @@ void check_launch(const char* what) { check(cudaGetLastError(), what); }
 __device__ __forceinline__ bool aligned16(const void* p) {
   return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0;
 }
-__device__ __forceinline__ bool aligned4(const void* p) {
-  return (reinterpret_cast<std::uintptr_t>(p) & 3u) == 0;
-}
 
 // Block-wide max of a nonnegative float and min of an index; the results are valid in thread 0.
 __device__ void block_reduce(float& m, unsigned long long& bad) {
@@ -121,58 +78,21 @@ __device__ void block_reduce(float& m, unsigned long long& bad) {
 
 // ---- encode pipeline kernels ---------------------------------------------------------------------
 
-// One thread: copies the table (or the single tensor), computes tile and chunk offsets, resets state.
+// One thread: prepare_layers (tiles.hpp).
 __global__ void prepare_kernel(Workspace ws, const DeviceTensor* table, DeviceTensor single, std::uint32_t count,
                                unsigned long long total_elements, bool has_rule, ScalarRule rule) {
-  if (threadIdx.x != 0 || blockIdx.x != 0) return;
-  std::uint64_t tiles = 0, chunks = 0, elements = 0;
-  bool sizes_ok = true;
-  for (std::uint32_t i = 0; i < count; ++i) {
-    DeviceTensor t = table ? table[i] : single;
-    if (t.n > kMaxElements) sizes_ok = false;
-    ws.tensors[i] = t;
-    ws.tile_begin[i] = tiles;
-    ws.chunk_begin[i] = chunks;
-    tiles += (t.n + kPackTile - 1) / kPackTile;
-    chunks += (t.n + kReduceChunk - 1) / kReduceChunk;
-    elements += t.n;
-    LayerState s;
-    s.max_bits = 0;
-    s.reserved = 0;
-    s.first_bad = kNoneU;
-    s.mean = 0.0;
-    s.sigma = 0.0;
-    s.rule = has_rule ? rule : ScalarRule{};
-    ws.states[i] = s;
-  }
-  bool ok = sizes_ok && elements == total_elements && chunks <= ws.chunk_capacity;
-  ws.tile_begin[count] = ok ? tiles : 0;
-  ws.chunk_begin[count] = ok ? chunks : 0;
-  *ws.table_ok = ok ? 1u : 0u;
+  if (threadIdx.x == 0 && blockIdx.x == 0) prepare_layers(ws, table, single, count, total_elements, has_rule, rule);
 }
 
 // max |g| and the first non-finite index of every tensor; one block per packing tile.
 __global__ void max_kernel(Workspace ws, std::uint32_t count) {
   std::uint64_t tiles = ws.tile_begin[count];
   for (std::uint64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    std::uint32_t L = find_layer(ws.tile_begin, count, t);
+    std::uint64_t begin, end;
+    std::uint32_t L = tile_range(ws, count, t, &begin, &end);
     DeviceTensor d = ws.tensors[L];
-    std::uint64_t begin = (t - ws.tile_begin[L]) * kPackTile;
-    std::uint64_t end = min(begin + kPackTile, d.n);
     MaxScan s;
-    if (aligned16(d.g)) {
-      for (std::uint64_t k = begin + 4 * threadIdx.x; k < end; k += 4 * blockDim.x) {
-        if (k + 4 <= end) {
-          float v[4];
-          load4(d.g + k, true, v);
-          for (int m = 0; m < 4; ++m) scan_element(v[m], k + m, s);
-        } else {
-          for (std::uint64_t i = k; i < end; ++i) scan_element(d.g[i], i, s);
-        }
-      }
-    } else {
-      for (std::uint64_t k = begin + threadIdx.x; k < end; k += blockDim.x) scan_element(d.g[k], k, s);
-    }
+    scan_tile(d.g, begin, end, aligned16(d.g), threadIdx.x, blockDim.x, s);
     float m = s.max;
     unsigned long long bad = s.first_bad;
     block_reduce(m, bad);
@@ -193,14 +113,7 @@ __global__ void chunk_sum_kernel(Workspace ws, std::uint32_t count, bool square)
   for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < rounded; i += stride) {
     std::uint64_t c = i / kReduceLanes;
     unsigned lane = static_cast<unsigned>(i % kReduceLanes);
-    double sum = 0.0;
-    if (c < chunks) {
-      std::uint32_t L = find_layer(ws.chunk_begin, count, c);
-      if (ws.states[L].first_bad == kNoneU) {
-        DeviceTensor d = ws.tensors[L];
-        sum = lane_sum(d.g, d.n, c - ws.chunk_begin[L], lane, square, ws.states[L].mean);
-      }
-    }
+    double sum = c < chunks ? chunk_lane_sum(ws, count, c, lane, square) : 0.0;
     // ((L0 + L1) + (L2 + L3)) + ((L4 + L5) + (L6 + L7)), exactly combine_lanes.
     double pair = sum + __shfl_down_sync(0xffffffffu, sum, 1);
     double quad = pair + __shfl_down_sync(0xffffffffu, pair, 2);
@@ -209,187 +122,79 @@ __global__ void chunk_sum_kernel(Workspace ws, std::uint32_t count, bool square)
   }
 }
 
-// One thread per tensor: adds its chunk totals in chunk order from 0.0.
-__device__ double tensor_total(const Workspace& ws, std::uint32_t L) {
-  double total = 0.0;
-  for (std::uint64_t c = ws.chunk_begin[L]; c < ws.chunk_begin[L + 1]; ++c) total = total + ws.totals[c];
-  return total;
-}
-
 __global__ void mean_kernel(Workspace ws, std::uint32_t count) {
-  for (std::uint32_t L = blockIdx.x * blockDim.x + threadIdx.x; L < count; L += gridDim.x * blockDim.x) {
-    std::uint64_t n = ws.tensors[L].n;
-    if (n == 0 || ws.states[L].first_bad != kNoneU || !*ws.table_ok) continue;
-    ws.states[L].mean = tensor_total(ws, L) / static_cast<double>(n);
-  }
+  for (std::uint32_t L = blockIdx.x * blockDim.x + threadIdx.x; L < count; L += gridDim.x * blockDim.x)
+    finish_mean(ws, L);
 }
 
 // One thread per tensor: sigma, clip bound, scalar and rule; writes the caller's results.
 __global__ void rule_kernel(Workspace ws, std::uint32_t count, bool clipping, double c, const float* shared_scalar,
                             TensorResult* results) {
-  for (std::uint32_t L = blockIdx.x * blockDim.x + threadIdx.x; L < count; L += gridDim.x * blockDim.x) {
-    LayerState& s = ws.states[L];
-    std::uint64_t n = ws.tensors[L].n;
-    float bound = __int_as_float(0x7f800000);  // +inf
-    if (clipping) {
-      if (n > 0 && s.first_bad == kNoneU && *ws.table_ok) s.sigma = sqrt(tensor_total(ws, L) / static_cast<double>(n));
-      bound = static_cast<float>(c * s.sigma);
-    }
-    s.rule = rule_for(__uint_as_float(s.max_bits), bound, shared_scalar);
-    TensorResult r;
-    r.scalar = s.first_bad == kNoneU ? s.rule.scalar : 0.0f;
-    r.bound = bound;
-    r.first_bad = *ws.table_ok ? s.first_bad : kBadTableU;
-    r.mean = s.mean;
-    r.sigma = s.sigma;
-    results[L] = r;
-  }
+  for (std::uint32_t L = blockIdx.x * blockDim.x + threadIdx.x; L < count; L += gridDim.x * blockDim.x)
+    results[L] = finish_rule(ws, L, clipping, c, shared_scalar);
 }
 
-// v2-block: one thread per Philox block (2bit byte) or per base3 word (20 elements, 4 bytes).
-__global__ void pack_block_kernel(Workspace ws, std::uint32_t count, StreamKey key, bool base3) {
+// Packing, one block per tile; the per-thread work is pack_tile_* (tiles.hpp). One instantiation per
+// version, so each gets its own register allocation.
+template <int version>
+__global__ void pack_kernel(Workspace ws, std::uint32_t count, StreamKey key, bool base3) {
   std::uint64_t tiles = ws.tile_begin[count];
   for (std::uint64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    std::uint32_t L = find_layer(ws.tile_begin, count, t);
-    if (ws.states[L].first_bad != kNoneU) continue;  // uniform in the block
+    std::uint64_t begin, end;
+    std::uint32_t L = tile_range(ws, count, t, &begin, &end);
+    if (ws.states[L].first_bad != kNoneU) continue;  // non-finite input: nothing written
     DeviceTensor d = ws.tensors[L];
     ScalarRule rule = ws.states[L].rule;
     key.tensor = d.tensor;
-    std::uint64_t begin = (t - ws.tile_begin[L]) * kPackTile;
-    std::uint64_t end = min(begin + kPackTile, d.n);
-    bool vec = aligned16(d.g);
-    if (!base3) {
-      for (std::uint64_t b = begin / 4 + threadIdx.x; 4 * b < end; b += blockDim.x)
-        d.body[b] = encode_2bit_block(d.g, d.n, b, vec, rule, key);
-    } else {
-      for (std::uint64_t q = begin / 20 + threadIdx.x; 20 * q < end; q += blockDim.x) {
-        std::uint8_t out[4];
-        int bytes = encode_base3_quad(d.g, d.n, q, vec, rule, key, out);
-        std::uint8_t* dst = d.body + 4 * q;
-        if (bytes == 4 && aligned4(dst)) {
-          *reinterpret_cast<unsigned*>(dst) =
-              out[0] | (unsigned(out[1]) << 8) | (unsigned(out[2]) << 16) | (unsigned(out[3]) << 24);
-        } else {
-          for (int j = 0; j < bytes; ++j) dst[j] = out[j];
-        }
-      }
-    }
-  }
-}
-
-// v1-bytewise: one thread per body byte, a Philox block computed per element.
-__global__ void pack_bytewise_kernel(Workspace ws, std::uint32_t count, StreamKey key, bool base3) {
-  std::uint64_t tiles = ws.tile_begin[count];
-  std::uint64_t per = base3 ? 5 : 4;
-  for (std::uint64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    std::uint32_t L = find_layer(ws.tile_begin, count, t);
-    if (ws.states[L].first_bad != kNoneU) continue;
-    DeviceTensor d = ws.tensors[L];
-    ScalarRule rule = ws.states[L].rule;
-    key.tensor = d.tensor;
-    std::uint64_t begin = (t - ws.tile_begin[L]) * kPackTile;
-    std::uint64_t end = min(begin + kPackTile, d.n);
-    for (std::uint64_t j = begin / per + threadIdx.x; per * j < end; j += blockDim.x)
-      d.body[j] = encode_byte_plain(d.g, d.n, j, base3, rule, key);
+    if constexpr (version == 0)
+      pack_tile_bytewise(d.g, d.n, d.body, begin, end, rule, key, base3, threadIdx.x, blockDim.x);
+    else if constexpr (version == 1)
+      pack_tile_block(d.g, d.n, d.body, begin, end, aligned16(d.g), rule, key, base3, threadIdx.x, blockDim.x);
+    else
+      pack_tile_unrolled(d.g, d.n, d.body, begin, end, aligned16(d.g), rule, key, base3, threadIdx.x, blockDim.x);
   }
 }
 
 // ---- ternarize, unpack, decode, aggregate ------------------------------------------------------------
 
+#define TG_GRID_STRIDE(i, count)                                                                  \
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (count); \
+       i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x)
+
 __global__ void ternarize_kernel(const float* g, std::uint64_t n, ScalarRule rule, StreamKey key, std::int8_t* trits) {
-  std::uint64_t blocks = (n + 3) / 4;
   bool vec = aligned16(g);
-  for (std::uint64_t b = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks;
-       b += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+  TG_GRID_STRIDE(b, (n + 3) / 4) {
     int t[4];
     int valid = trits_of_block(g, n, b, vec, rule, key, t);
     for (int m = 0; m < valid; ++m) trits[4 * b + m] = static_cast<std::int8_t>(t[m]);
   }
 }
 
-// One thread per body byte; out (floats, scalar * trit) and/or trits; invalid bytes recorded.
+// v1-bytewise decode (and unpack to trits): one thread per body byte.
 __global__ void decode_bytewise_kernel(const std::uint8_t* body, std::uint64_t n, bool base3, float scalar,
                                        float* out, std::int8_t* trits, unsigned long long* first_bad) {
-  unsigned per = base3 ? 5 : 4;
-  std::uint64_t bytes = base3 ? packed_bytes_base3(n) : packed_bytes_2bit(n);
-  for (std::uint64_t j = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < bytes;
-       j += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
-    int t[5];
-    if (!unpack_byte(body[j], j, n, base3, t)) {
-      atomicMin(first_bad, static_cast<unsigned long long>(j));
-      continue;
-    }
-    for (unsigned m = 0; m < per && per * j + m < n; ++m) {
-      if (out) out[per * j + m] = scalar * static_cast<float>(t[m]);
-      if (trits) trits[per * j + m] = static_cast<std::int8_t>(t[m]);
-    }
+  TG_GRID_STRIDE(j, base3 ? packed_bytes_base3(n) : packed_bytes_2bit(n)) {
+    std::uint64_t bad = decode_byte_item(body, n, base3, j, scalar, out, trits);
+    if (bad != kNoByte) atomicMin(first_bad, static_cast<unsigned long long>(bad));
   }
 }
 
 // v2-block decode: 2bit one byte -> one float4 store; base3 four bytes -> five float4 stores.
 __global__ void decode_block_kernel(const std::uint8_t* body, std::uint64_t n, bool base3, float scalar,
                                     float* out, unsigned long long* first_bad) {
-  std::uint64_t bytes = base3 ? packed_bytes_base3(n) : packed_bytes_2bit(n);
-  std::uint64_t per_item = base3 ? 4 : 1;  // bytes per thread item
-  std::uint64_t items = (bytes + per_item - 1) / per_item;
   bool vec = aligned16(out);
-  for (std::uint64_t it = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; it < items;
-       it += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
-    if (!base3) {
-      int t[4];
-      if (!unpack_byte(body[it], it, n, false, t)) {
-        atomicMin(first_bad, static_cast<unsigned long long>(it));
-        continue;
-      }
-      float v[4] = {scalar * static_cast<float>(t[0]), scalar * static_cast<float>(t[1]),
-                    scalar * static_cast<float>(t[2]), scalar * static_cast<float>(t[3])};
-      if (4 * it + 4 <= n)
-        store4(out + 4 * it, vec, v);
-      else
-        for (std::uint64_t m = 0; 4 * it + m < n; ++m) out[4 * it + m] = v[m];
-    } else {
-      float v[20];
-      bool ok = true;
-      for (std::uint64_t j = 4 * it; j < 4 * it + 4; ++j) {
-        int t[5] = {0, 0, 0, 0, 0};
-        if (j < bytes && !unpack_byte(body[j], j, n, true, t)) {
-          atomicMin(first_bad, static_cast<unsigned long long>(j));
-          ok = false;
-          break;
-        }
-        for (int m = 0; m < 5; ++m) v[5 * (j - 4 * it) + m] = scalar * static_cast<float>(t[m]);
-      }
-      if (!ok) continue;
-      std::uint64_t first = 20 * it;
-      if (first + 20 <= n) {
-        for (int q = 0; q < 5; ++q) store4(out + first + 4 * q, vec, v + 4 * q);
-      } else {
-        for (std::uint64_t m = 0; first + m < n; ++m) out[first + m] = v[m];
-      }
-    }
+  TG_GRID_STRIDE(it, decode_block_items(n, base3)) {
+    std::uint64_t bad = decode_block_item(body, n, base3, it, scalar, out, vec);
+    if (bad != kNoByte) atomicMin(first_bad, static_cast<unsigned long long>(bad));
   }
 }
 
 __global__ void aggregate_kernel(const std::uint8_t* const* bodies, std::uint32_t workers, bool base3,
                                  std::uint64_t n, float scalar, std::int32_t* sums, float* mean,
                                  unsigned long long* first_bad) {
-  unsigned per = base3 ? 5 : 4;
-  std::uint64_t bytes = base3 ? packed_bytes_base3(n) : packed_bytes_2bit(n);
-  for (std::uint64_t j = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < bytes;
-       j += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
-    int s[5] = {0, 0, 0, 0, 0};
-    for (std::uint32_t w = 0; w < workers; ++w) {
-      int t[5];
-      if (!unpack_byte(bodies[w][j], j, n, base3, t)) {
-        atomicMin(first_bad, static_cast<unsigned long long>(w) * bytes + j);
-        break;
-      }
-      for (unsigned m = 0; m < per; ++m) s[m] += t[m];
-    }
-    for (unsigned m = 0; m < per && per * j + m < n; ++m) {
-      sums[per * j + m] = s[m];
-      mean[per * j + m] = static_cast<float>(static_cast<double>(scalar) * s[m] / static_cast<double>(workers));
-    }
+  TG_GRID_STRIDE(j, base3 ? packed_bytes_base3(n) : packed_bytes_2bit(n)) {
+    std::uint64_t bad = aggregate_item(bodies, workers, base3, n, j, scalar, sums, mean);
+    if (bad != kNoByte) atomicMin(first_bad, static_cast<unsigned long long>(bad));
   }
 }
 
@@ -461,10 +266,12 @@ void run_encode(void* d_workspace, std::size_t workspace_bytes, const EncodeRun&
   if (!run.pack) return;
   bool base3 = run.params.packing == Packing::base3;
   if (version == 0)
-    pack_bytewise_kernel<<<tile_blocks, kThreads, 0, stream>>>(ws, run.count, run.key, base3);
+    pack_kernel<0><<<tile_blocks, kThreads, 0, stream>>>(ws, run.count, run.key, base3);
+  else if (version == 1)
+    pack_kernel<1><<<tile_blocks, kThreads, 0, stream>>>(ws, run.count, run.key, base3);
   else
-    pack_block_kernel<<<tile_blocks, kThreads, 0, stream>>>(ws, run.count, run.key, base3);
-  check_launch("pack kernel launch");
+    pack_kernel<2><<<tile_blocks, kThreads, 0, stream>>>(ws, run.count, run.key, base3);
+  check_launch("pack_kernel launch");
 }
 
 }  // namespace detail
@@ -472,7 +279,7 @@ void run_encode(void* d_workspace, std::size_t workspace_bytes, const EncodeRun&
 using namespace detail;
 
 const std::vector<std::string>& kernel_versions() {
-  static const std::vector<std::string> v = {"v1-bytewise", "v2-block"};
+  static const std::vector<std::string> v = {"v1-bytewise", "v2-block", "v3-unrolled"};
   return v;
 }
 
@@ -534,8 +341,8 @@ void decode(Packing packing, const std::uint8_t* d_body, std::uint64_t n, float 
     decode_bytewise_kernel<<<launch_for(bytes, kThreads), kThreads, 0, stream>>>(d_body, n, base3, scalar, d_out,
                                                                                  nullptr, bad);
   } else {
-    std::uint64_t items = base3 ? (bytes + 3) / 4 : bytes;
-    decode_block_kernel<<<launch_for(items, kThreads), kThreads, 0, stream>>>(d_body, n, base3, scalar, d_out, bad);
+    decode_block_kernel<<<launch_for(decode_block_items(n, base3), kThreads), kThreads, 0, stream>>>(
+        d_body, n, base3, scalar, d_out, bad);
   }
   check_launch("decode kernel launch");
 }

@@ -1,0 +1,291 @@
+// terngrad-bench: `terngrad converge`: SGD with N simulated workers on a generated convex problem, float
+// vs TernGrad (through the codec) vs QSGD-style and SignSGD; writes curves (CSV + JSON) and, with
+// --checks, runs the statistical checks of the four convergence claims. `terngrad converge --help`.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "tg/atomic_file.hpp"
+#include "tg/convex/checks.hpp"
+#include "tg/convex/moments.hpp"
+#include "tg/convex/output.hpp"
+
+namespace tg::app {
+namespace {
+
+using namespace tg::convex;
+
+struct ConvergeOptions {
+  std::string problem = "lsq";
+  int dim = 10;
+  int samples = 400;
+  double kappa = 4.0;
+  int blocks = 2;
+  double scale_ratio = 100.0;
+  double noise = 1.0;
+  double lambda = 1e-2;
+  double spike = 0.0;
+  std::uint64_t data_seed = 1;
+  std::vector<std::string> methods{"float", "tern", "tern-clip", "tern-global", "qsgd", "sign"};
+  double c = 2.5;
+  int workers = 4;
+  int batch = 8;
+  int steps = 2000;
+  int seeds = 10;
+  std::uint64_t seed = 1;
+  std::string schedule = "decay";
+  double gamma0 = 4.0;
+  double t0 = 20.0;
+  double gamma = 0.05;
+  bool start_at_optimum = false;
+  int every = 10;
+  std::string out = "converge-out";
+  bool checks = false;
+  double alpha = 1e-5;
+  double beta = 1e-3;
+  bool json = false;
+  bool quiet = false;
+};
+
+bool unbiased(const MethodSpec& m) {
+  return m.scheme == Scheme::float32 || m.scheme == Scheme::qsgd ||
+         (m.scheme == Scheme::terngrad && m.params.clip == ClipMode::none);
+}
+
+int run_converge(const ConvergeOptions& o) {
+  const auto started = std::chrono::steady_clock::now();
+  ProblemSpec ps;
+  ps.kind = parse_problem(o.problem);
+  ps.dim = o.dim;
+  ps.samples = o.samples;
+  ps.kappa = o.kappa;
+  ps.blocks = o.blocks;
+  ps.scale_ratio = o.scale_ratio;
+  ps.noise = o.noise;
+  ps.lambda = o.lambda;
+  ps.spike = o.spike;
+  ps.seed = o.data_seed;
+  RunSpec run;
+  run.workers = o.workers;
+  run.batch = o.batch;
+  run.steps = o.steps;
+  run.schedule = Schedule{o.schedule == "const", o.gamma0, o.t0, o.gamma};
+  run.start_at_optimum = o.start_at_optimum;
+  run.keep_noise = ps.kind != ProblemKind::logistic;
+  run.average_from = o.steps / 4;  // Polyak average over the last three quarters
+  validate(run);
+  std::vector<MethodSpec> methods;
+  for (const auto& name : o.methods) methods.push_back(parse_method(name, o.c));
+  if (methods.empty()) throw std::invalid_argument("--methods is empty");
+  auto problem = make_problem(ps);  // validates ps, throws naming the bad option
+  std::filesystem::path dir(o.out);
+  {  // fail before the runs, not after, when the output folder cannot be made
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw std::runtime_error("cannot create output folder " + dir.string() + ": " + ec.message());
+  }
+
+  // Progress: one updating line on a terminal, one line per method otherwise (logs).
+  const bool tty = !o.quiet && ::isatty(::fileno(stderr));
+  std::vector<Curves> curves;
+  nlohmann::json polyak = nlohmann::json::array();
+  for (std::size_t m = 0; m < methods.size(); ++m) {
+    auto progress = [&](int done) {
+      if (tty)
+        std::fprintf(stderr, "\rconverge: method %zu/%zu (%s), seed %d/%d   ", m + 1, methods.size(),
+                     methods[m].name.c_str(), done, o.seeds);
+    };
+    auto traces = run_seeds(*problem, methods[m], run, o.seed, o.seeds, progress);
+    std::vector<double> predicted;
+    if (ps.kind != ProblemKind::logistic && unbiased(methods[m])) {
+      Eigen::MatrixXd mean_noise = Eigen::MatrixXd::Zero(run.steps, problem->dim());
+      for (const auto& tr : traces) mean_noise += tr.noise_var / static_cast<double>(traces.size());
+      predicted = predict_curve(static_cast<const LeastSquares&>(*problem), run, mean_noise);
+    }
+    // Where the iterates settle: the mean over seeds of the Polyak averages, against w* and (clipping on
+    // single-block least squares) the predicted fixed point w_c with E[clamp(g)](w_c) = 0.
+    Eigen::VectorXd avg = Eigen::VectorXd::Zero(problem->dim());
+    int finite = 0;
+    for (const auto& tr : traces) finite += !tr.diverged;
+    for (const auto& tr : traces)
+      if (!tr.diverged) avg += tr.w_avg / static_cast<double>(finite);
+    nlohmann::json pj = {{"method", methods[m].name}, {"from_step", run.average_from}, {"runs", finite},
+                         {"shift", finite ? nlohmann::json((avg - problem->w_star()).norm()) : nlohmann::json(nullptr)}};
+    if (unbiased(methods[m])) pj["predicted_shift"] = 0.0;
+    if (methods[m].scheme == Scheme::terngrad && methods[m].params.clip != ClipMode::none &&
+        ps.kind == ProblemKind::least_squares) {
+      FixedPoint fp = clip_fixed_point(static_cast<const LeastSquares&>(*problem), methods[m], o.batch, 2000, o.seed);
+      Eigen::VectorXd delta = fp.w - problem->w_star();
+      pj["predicted_shift"] = delta.norm();
+      pj["fixed_point_exact"] = fp.exact;
+      if (delta.squaredNorm() > 0 && finite) pj["q"] = (avg - problem->w_star()).dot(delta) / delta.squaredNorm();
+    }
+    polyak.push_back(pj);
+    std::vector<double> scales;
+    for (const auto& b : problem->blocks()) scales.push_back(b.scale);
+    curves.push_back(summarize(methods[m].name, traces, o.every, predicted, scales));
+    if (!tty && !o.quiet)
+      std::fprintf(stderr, "converge: method %zu/%zu (%s) done, %d seeds\n", m + 1, methods.size(),
+                   methods[m].name.c_str(), o.seeds);
+  }
+  if (tty) std::fprintf(stderr, "\r%70s\r", "");
+
+  std::vector<CheckOutcome> checks;
+  if (o.checks) {
+    checks = run_battery(o.alpha, o.beta, o.seed - 1, [&](const std::string& name) {
+      if (tty) std::fprintf(stderr, "\rconverge: check %-24s", name.c_str());
+      else if (!o.quiet) std::fprintf(stderr, "converge: check %s\n", name.c_str());
+    });
+    if (tty) std::fprintf(stderr, "\r%70s\r", "");
+  }
+  bool all_pass = true;
+  for (const auto& c : checks) all_pass = all_pass && c.passed;
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+  nlohmann::json config = {{"problem", o.problem}, {"dim", o.dim}, {"samples", o.samples}, {"kappa", o.kappa},
+                           {"blocks", o.blocks}, {"scale_ratio", o.scale_ratio}, {"noise", o.noise},
+                           {"lambda", o.lambda}, {"spike", o.spike}, {"data_seed", o.data_seed},
+                           {"methods", o.methods}, {"c", o.c}, {"workers", o.workers}, {"batch", o.batch},
+                           {"steps", o.steps}, {"seeds", o.seeds}, {"seed", o.seed},
+                           {"schedule", run.schedule.describe()}, {"start_at_optimum", o.start_at_optimum},
+                           {"every", o.every}};
+  nlohmann::json summary = {{"config", config}, {"parameters", problem->dim()},
+                            {"hessian_eigenvalues", {problem->hessian_eigenvalues().minCoeff(),
+                                                     problem->hessian_eigenvalues().maxCoeff()}},
+                            {"curves", curves_json(curves)}, {"polyak", polyak}, {"seconds", secs}};
+  if (o.checks) {
+    nlohmann::json cj = nlohmann::json::array();
+    for (const auto& c : checks) cj.push_back(c.json);
+    summary["checks"] = cj;
+    summary["checks_passed"] = all_pass;
+    summary["alpha_per_decision"] = o.alpha;
+    summary["alpha_total"] = o.alpha * checks.size();
+  }
+  write_file_atomic(dir / "curves.csv", curves_csv(curves));
+  write_file_atomic(dir / "summary.json", summary.dump() + "\n");
+
+  if (o.json) {
+    std::printf("%s\n", summary.dump(1).c_str());
+  } else {
+    auto ev = problem->hessian_eigenvalues();
+    std::printf("problem %s: %d parameters in %zu block(s), n = %d, Hessian eigenvalues [%.3g, %.3g]\n",
+                o.problem.c_str(), problem->dim(), problem->blocks().size(), o.samples, ev.minCoeff(), ev.maxCoeff());
+    std::printf("%d workers x batch %d, %s, %d steps, %d seeds from %llu, start at %s\n", o.workers, o.batch,
+                run.schedule.describe().c_str(), o.steps, o.seeds, static_cast<unsigned long long>(o.seed),
+                o.start_at_optimum ? "w*" : "0");
+    std::printf("%-15s %13s %13s %8s %13s %13s %13s %9s\n", "method", "E||w_T-w*||^2", "predicted", "slope",
+                "loss gap", "var measured", "var identity", "diverged");
+    for (const auto& c : curves) {
+      double vm = 0, vi = 0;
+      for (std::size_t i = 0; i + 1 < c.t.size(); ++i) {
+        vm += c.var_measured[i];
+        vi += c.var_identity[i];
+      }
+      char pred[32] = "-";
+      if (!c.dist2_predicted.empty() && std::isfinite(c.dist2_predicted.back()))
+        std::snprintf(pred, sizeof pred, "%.4g", c.dist2_predicted.back());
+      char slope[32] = "-";
+      if (!run.schedule.constant) std::snprintf(slope, sizeof slope, "%.3f", c.slope);
+      std::printf("%-15s %13.4g %13s %8s %13.4g %13.4g %13.4g %6d/%d\n", c.method.c_str(), c.final_dist2, pred,
+                  slope, c.loss_gap.back(), vm / std::max<std::size_t>(1, c.t.size() - 1),
+                  vi / std::max<std::size_t>(1, c.t.size() - 1), c.diverged, c.seeds);
+    }
+    std::printf("(slope: of log E||w_t - w*||^2 on log t over the last half; var: per-step codec variance, mean "
+                "over recorded steps)\n");
+    std::printf("Polyak average from step %d, mean over seeds: distance to w* (predicted: 0 if unbiased, ||w_c - w*|| "
+                "with clipping)\n", run.average_from);
+    for (const auto& pj : polyak) {
+      if (pj["shift"].is_null()) {
+        std::printf("  %-15s every run diverged\n", pj["method"].get<std::string>().c_str());
+        continue;
+      }
+      std::printf("  %-15s %.4g", pj["method"].get<std::string>().c_str(), pj["shift"].get<double>());
+      if (pj.contains("predicted_shift")) std::printf("   predicted %.4g", pj["predicted_shift"].get<double>());
+      if (pj.contains("q")) std::printf("   projection on w_c - w*: %.3f of the predicted shift", pj["q"].get<double>());
+      std::printf("\n");
+    }
+    for (const auto& c : checks)
+      for (const auto& l : c.lines) std::printf("%s\n", l.c_str());
+    if (o.checks)
+      std::printf("checks: %s (%zu decisions at alpha = %.1e each, false-fail <= %.1e in all)\n",
+                  all_pass ? "PASS" : "FAIL", checks.size(), o.alpha, o.alpha * checks.size());
+    int diverged = 0;
+    for (const auto& c : curves) diverged += c.diverged;
+    if (diverged)
+      std::printf("note: %d run(s) diverged (||w|| > 1e30 or not finite; try a smaller step size)\n", diverged);
+    std::printf("wrote %s and %s (%.1f s)\n", (dir / "curves.csv").c_str(), (dir / "summary.json").c_str(), secs);
+  }
+  return all_pass ? 0 : 1;
+}
+
+}  // namespace
+
+Command converge_command() {
+  auto o = std::make_shared<ConvergeOptions>();
+  Command cmd;
+  cmd.add_fn = [o](CLI::App& app) {
+    CLI::App* s = app.add_subcommand(
+        "converge",
+        "SGD on a generated convex problem with N simulated workers: float vs TernGrad (real codec) vs QSGD/SignSGD.\n"
+        "Writes <out>/curves.csv and <out>/summary.json: ||w_t - w*||^2 (mean, 10%/90% over seeds, exact\n"
+        "prediction for unbiased methods on least squares), loss gap, ||update||^2, ||g||_inf ||g||_1 (Assumption 3),\n"
+        "per-step codec variance measured and by the identity. --checks adds the statistical checks.");
+    s->add_option("--problem", o->problem,
+                  "lsq: least squares (w* exact); multiscale: least squares whose parameter blocks differ in "
+                  "scale by --scale-ratio; logistic: L2-regularized logistic regression (w* by Newton)")
+        ->check(CLI::IsMember({"lsq", "multiscale", "logistic"}))->capture_default_str();
+    s->add_option("--dim", o->dim, "Features (parameters per block)")->check(CLI::Range(1, 4096))->capture_default_str();
+    s->add_option("--samples", o->samples, "Data points n (>= dim)")->check(CLI::Range(2, 10000000))->capture_default_str();
+    s->add_option("--kappa", o->kappa, "Condition number of the feature covariance (feature scales decay geometrically)")
+        ->check(CLI::Range(1.0, 1e8))->capture_default_str();
+    s->add_option("--blocks", o->blocks, "multiscale: number of parameter blocks (layers)")->check(CLI::Range(1, 64))->capture_default_str();
+    s->add_option("--scale-ratio", o->scale_ratio, "multiscale: scale of the first block over the last")
+        ->check(CLI::Range(1.0, 1e6))->capture_default_str();
+    s->add_option("--noise", o->noise, "Least squares: label noise standard deviation")->check(CLI::Range(0.0, 1e6))->capture_default_str();
+    s->add_option("--lambda", o->lambda, "logistic: L2 regularization (> 0)")->check(CLI::Range(1e-12, 1e6))->capture_default_str();
+    s->add_option("--spike", o->spike,
+                  "Least squares: every 10th point becomes spike * e_0 with label noise +3*noise (clipping then "
+                  "biases the fixed point; 0: off)")->check(CLI::Range(-1e3, 1e3))->capture_default_str();
+    s->add_option("--data-seed", o->data_seed, "Seed of the generated data")->capture_default_str();
+    s->add_option("--methods", o->methods,
+                  "Comma-separated: float, tern (layer-wise shared scalar), tern-clip, tern-saturate, tern-global "
+                  "(one scalar for all blocks), tern-unshared (each worker's own scalar), qsgd (1 level, L2 scalar), "
+                  "sign (scaled SignSGD), tern-mutant-2s (deliberately wrong: scalar doubled)")
+        ->delimiter(',')->capture_default_str();
+    s->add_option("--c", o->c, "Clip factor: bound c*sigma for tern-clip / tern-saturate")->check(tg::app::positive_finite())->capture_default_str();
+    s->add_option("--workers", o->workers, "Simulated workers N")->check(CLI::Range(1, 1024))->capture_default_str();
+    s->add_option("--batch", o->batch, "Samples per worker per step (uniform with replacement)")->check(CLI::Range(1, 100000))->capture_default_str();
+    s->add_option("--steps", o->steps, "SGD steps T")->check(CLI::Range(1, 10000000))->capture_default_str();
+    s->add_option("--seeds", o->seeds, "Independent runs per method (curves are means over them)")->check(CLI::Range(1, 100000))->capture_default_str();
+    s->add_option("--seed", o->seed, "First seed (minibatches and codec stream); --checks shifts its fixed seeds by seed-1")->capture_default_str();
+    s->add_option("--schedule", o->schedule, "decay: gamma_t = gamma0/(t + t0) (Assumption 2); const: gamma")
+        ->check(CLI::IsMember({"decay", "const"}))->capture_default_str();
+    s->add_option("--gamma0", o->gamma0, "decay: gamma0")->check(tg::app::positive_finite())->capture_default_str();
+    s->add_option("--t0", o->t0, "decay: t0")->check(tg::app::positive_finite())->capture_default_str();
+    s->add_option("--gamma", o->gamma, "const: step size")->check(tg::app::positive_finite())->capture_default_str();
+    s->add_flag("--start-at-optimum", o->start_at_optimum, "Start at w* (noise-ball runs) instead of w = 0");
+    s->add_option("--every", o->every, "Record curves every this many steps")->check(CLI::Range(1, 10000000))->capture_default_str();
+    s->add_option("--out", o->out, "Output folder for curves.csv and summary.json")->capture_default_str();
+    s->add_flag("--checks", o->checks,
+                "Also run the statistical checks of the four claims at their standard sizes (about 15 s): exit 1 "
+                "if one fails");
+    s->add_option("--alpha", o->alpha, "--checks: false-fail probability per decision")->check(CLI::Range(1e-12, 0.5))->capture_default_str();
+    s->add_option("--beta", o->beta, "--checks: 1 - power at which detectable effects are stated")->check(CLI::Range(1e-12, 0.5))->capture_default_str();
+    s->add_flag("--json", o->json, "Print the summary JSON on stdout instead of the table");
+    s->add_flag("--quiet", o->quiet, "No progress line on stderr");
+    return s;
+  };
+  cmd.run_fn = [o] { return guarded("converge", [&] { return run_converge(*o); }); };
+  return cmd;
+}
+
+}  // namespace tg::app

@@ -1,0 +1,117 @@
+// terngrad-bench: `terngrad report`: gathers the JSON/CSV that verify, converge, bench and train
+// wrote under reports/ and renders reports/index.md (+ index.html) with PNG plots, by running
+// python/report.py with the project's Python (build/venv). Run: terngrad report [--reports DIR]
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+
+#ifndef TG_REPORT_PYTHONPATH
+#define TG_REPORT_PYTHONPATH ""  // the built `terngrad` package, when the bindings were built
+#endif
+
+namespace tg::app {
+namespace {
+
+struct ReportOptions {
+  std::string reports = "reports";
+  std::string out;  // default: <reports>/index.md
+  std::string python = TG_REPORT_PYTHON;
+  std::string script = TG_REPORT_SCRIPT;
+  bool no_html = false;
+  bool no_live = false;
+  int live_draws = 2000;
+  std::string title;
+  std::string note;
+};
+
+int run_report(const ReportOptions& o) {
+  namespace fs = std::filesystem;
+  if (o.python.empty())
+    throw std::runtime_error(
+        "no Python interpreter was configured; run scripts/setup.sh (it creates build/venv), "
+        "then reconfigure, or pass --python PATH");
+  if (!fs::exists(o.python))
+    throw std::runtime_error("Python interpreter " + o.python +
+                             " not found; run scripts/setup.sh (it creates build/venv) or pass --python PATH");
+  if (!fs::exists(o.script))
+    throw std::runtime_error("report renderer " + o.script + " not found (pass --script PATH)");
+  if (!fs::is_directory(o.reports))
+    throw std::runtime_error("reports folder " + o.reports + " does not exist (pass --reports DIR)");
+
+  std::vector<std::string> args = {o.python, o.script, "--reports", o.reports};
+  if (!o.out.empty()) args.insert(args.end(), {"--out", o.out});
+  if (o.no_html) args.push_back("--no-html");
+  if (o.no_live) args.push_back("--no-live");
+  args.insert(args.end(), {"--live-draws", std::to_string(o.live_draws)});
+  if (!o.title.empty()) args.insert(args.end(), {"--title", o.title});
+  if (!o.note.empty()) args.insert(args.end(), {"--note", o.note});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    // the renderer's live section imports the bindings built next to this program
+    std::string pkg = TG_REPORT_PYTHONPATH;
+    if (!pkg.empty() && fs::is_directory(pkg)) {
+      const char* old = std::getenv("PYTHONPATH");
+      std::string value = old && *old ? pkg + ":" + old : pkg;
+      ::setenv("PYTHONPATH", value.c_str(), 1);
+    }
+    ::execv(argv[0], argv.data());
+    std::fprintf(stderr, "terngrad report: error: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    std::_Exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw std::runtime_error(std::string("waitpid failed: ") + std::strerror(errno));
+  }
+  if (WIFEXITED(status)) {
+    int rc = WEXITSTATUS(status);
+    if (rc == 0 || rc == 1 || rc == 2) return rc;  // the renderer follows the 0/1/2 convention
+    throw std::runtime_error("report renderer " + o.script + " exited with status " + std::to_string(rc));
+  }
+  throw std::runtime_error("report renderer " + o.script + " was killed by signal " +
+                           std::to_string(WTERMSIG(status)));
+}
+
+}  // namespace
+
+Command report_command() {
+  auto opts = std::make_shared<ReportOptions>();
+  Command c;
+  c.add_fn = [opts](CLI::App& app) {
+    CLI::App* sub = app.add_subcommand(
+        "report", "Render reports/index.md (+ html, PNG plots) from the JSON/CSV the other tools wrote");
+    sub->add_option("--reports", opts->reports, "Folder with the tools' outputs (searched recursively)");
+    sub->add_option("--out", opts->out, "Markdown file to write (default: <reports>/index.md)");
+    sub->add_option("--python", opts->python, "Python interpreter with numpy and matplotlib")
+        ->capture_default_str();
+    sub->add_option("--script", opts->script, "The renderer script")->capture_default_str();
+    sub->add_option("--title", opts->title, "Title of the report");
+    sub->add_option("--note", opts->note, "Markdown file put under the title (e.g. how the inputs were made)")
+        ->check(CLI::ExistingFile);
+    sub->add_flag("--no-html", opts->no_html, "Write only the Markdown file");
+    sub->add_flag("--no-live", opts->no_live,
+                  "Do not add the codec section computed live through the Python bindings");
+    sub->add_option("--live-draws", opts->live_draws, "Monte-Carlo draws of the live section")
+        ->check(CLI::Range(100, 1000000))
+        ->capture_default_str();
+    return sub;
+  };
+  c.run_fn = [opts] { return guarded("report", [opts] { return run_report(*opts); }); };
+  return c;
+}
+
+}  // namespace tg::app

@@ -1,0 +1,510 @@
+// terngrad-bench: nanobind bindings of the TernGrad codec (module terngrad._core; the package
+// python/terngrad/__init__.py re-exports it). Built by the project's CMake (target tg_python);
+// tested by python/tests (ctest -L python). NumPy float32 arrays come in without a copy.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tg/codec.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+// ---- exceptions ------------------------------------------------------------------------------
+
+PyObject* g_codec_error = nullptr;       // terngrad.CodecError(ValueError)
+PyObject* g_non_finite_error = nullptr;  // terngrad.NonFiniteError(CodecError)
+
+void raise_codec_error(const tg::Error& e, PyObject* cls) {
+  PyObject* inst = PyObject_CallFunction(cls, "s", e.what());
+  if (!inst) return;  // the call itself set a Python error
+  PyObject* code = PyUnicode_FromString(tg::to_string(e.code()));
+  PyObject_SetAttrString(inst, "code", code);
+  Py_XDECREF(code);
+  if (auto* nf = dynamic_cast<const tg::NonFiniteError*>(&e)) {
+    PyObject* tensor = PyLong_FromUnsignedLong(nf->tensor());
+    PyObject* index = PyLong_FromUnsignedLongLong(nf->index());
+    PyObject_SetAttrString(inst, "tensor", tensor);
+    PyObject_SetAttrString(inst, "index", index);
+    Py_XDECREF(tensor);
+    Py_XDECREF(index);
+  }
+  PyErr_SetObject(cls, inst);
+  Py_DECREF(inst);
+}
+
+void translate_codec_errors(const std::exception_ptr& p, void*) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const tg::NonFiniteError& e) {
+    raise_codec_error(e, g_non_finite_error);
+  } catch (const tg::Error& e) {
+    raise_codec_error(e, g_codec_error);
+  }
+}
+
+// ---- inputs ----------------------------------------------------------------------------------
+
+using AnyArray = nb::ndarray<nb::ro, nb::device::cpu>;
+
+std::string py_type_name(nb::handle h) {
+  return Py_TYPE(h.ptr())->tp_name;
+}
+
+bool c_contiguous(const AnyArray& a) {
+  if (a.size() == 0) return true;  // no element to address: any strides will do
+  int64_t expected = 1;
+  for (size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expected) return false;
+    expected *= static_cast<int64_t>(a.shape(i));
+  }
+  return true;
+}
+
+// A float32 C-contiguous NumPy array (any shape, read as a flat span) without a copy; the array
+// object stays referenced by `array` for as long as the span is used.
+struct FloatView {
+  AnyArray array;
+  std::span<const float> span;
+};
+
+FloatView float_view(nb::handle obj, const char* what) {
+  FloatView v;
+  if (!nb::try_cast(obj, v.array, false))
+    throw nb::type_error((std::string(what) + " must be a NumPy float32 array, got " + py_type_name(obj) +
+                          " (use np.asarray(x, dtype=np.float32))")
+                             .c_str());
+  if (v.array.dtype() != nb::dtype<float>()) {
+    std::string dt = "?";
+    if (nb::hasattr(obj, "dtype")) {
+      nb::object d = obj.attr("dtype");
+      dt = nb::steal<nb::str>(PyObject_Str(d.ptr())).c_str();
+    }
+    throw nb::type_error((std::string(what) + " must have dtype float32, got " + dt +
+                          " (convert with x.astype(np.float32); the codec never converts silently)")
+                             .c_str());
+  }
+  if (!c_contiguous(v.array))
+    throw nb::value_error((std::string(what) + " must be C-contiguous (the codec reads it in place); "
+                                               "pass np.ascontiguousarray(x)")
+                              .c_str());
+  v.span = {static_cast<const float*>(v.array.data()), v.array.size()};
+  return v;
+}
+
+// Bytes of a payload: bytes, bytearray, memoryview or a contiguous uint8 array, without a copy.
+struct ByteView {
+  nb::object keep;
+  AnyArray array;
+  std::span<const std::uint8_t> span;
+};
+
+ByteView byte_view(nb::handle obj, const char* what) {
+  ByteView v;
+  if (nb::isinstance<nb::bytes>(obj)) {
+    nb::bytes b = nb::borrow<nb::bytes>(obj);
+    v.keep = b;
+    v.span = {reinterpret_cast<const std::uint8_t*>(b.c_str()), b.size()};
+    return v;
+  }
+  if (!nb::try_cast(obj, v.array, false))
+    throw nb::type_error((std::string(what) + " must be bytes, bytearray, memoryview or a uint8 array, got " +
+                          py_type_name(obj))
+                             .c_str());
+  if (v.array.dtype() != nb::dtype<std::uint8_t>() || !c_contiguous(v.array))
+    throw nb::type_error((std::string(what) + " must be contiguous bytes (uint8)").c_str());
+  v.span = {static_cast<const std::uint8_t*>(v.array.data()), v.array.size()};
+  return v;
+}
+
+// ---- outputs ---------------------------------------------------------------------------------
+
+template <typename T>
+nb::ndarray<nb::numpy, T> to_numpy(std::vector<T>&& values, std::vector<size_t> shape = {}) {
+  auto* owned = new std::vector<T>(std::move(values));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  if (shape.empty()) shape = {owned->size()};
+  return nb::ndarray<nb::numpy, T>(owned->data(), shape.size(), shape.data(), owner);
+}
+
+nb::bytes to_bytes(const std::vector<std::uint8_t>& v) {
+  return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+}
+
+// ---- codecs ----------------------------------------------------------------------------------
+
+const tg::Codec& codec_named(const std::string& name) {
+  static std::once_flag once;
+  static std::unique_ptr<tg::Codec> optimized, portable;
+  std::call_once(once, [] {
+    optimized = tg::make_optimized_codec(0, false);
+    portable = tg::make_optimized_codec(1, true);
+  });
+  if (name == "optimized") return *optimized;
+  if (name == "reference") return tg::reference_codec();
+  if (name == "portable") return *portable;
+  throw nb::value_error(("unknown codec '" + name + "' (expected optimized, reference or portable)").c_str());
+}
+
+tg::Params make_params(const std::string& clip, double c, const std::string& packing, std::uint64_t float_below) {
+  tg::Params p;
+  p.clip = tg::parse_clip_mode(clip.c_str());
+  p.c = c;
+  p.packing = tg::parse_packing(packing.c_str());
+  p.float_below = float_below;
+  tg::validate(p);
+  return p;
+}
+
+std::string packing_name(tg::Packing p) { return tg::to_string(p); }
+
+// Arrays are held as the NumPy objects themselves, so every attribute access returns the same array.
+struct PyDecoded {
+  nb::object values;
+  tg::Header header;
+};
+
+struct PyAggregate {
+  float scalar;
+  std::uint32_t workers;
+  nb::object sums;
+  nb::object mean;
+};
+
+const char* kKeyDoc =
+    "seed, worker, tensor, step: the stream key (Philox4x32-10, key = seed, counter = "
+    "(i/4, step, tensor, worker)); the same key gives the same bytes on every implementation.";
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() =
+      "TernGrad codec (Wen et al., NeurIPS 2017): stochastic ternary gradients g~ = s * sign(g) * b, "
+      "b ~ Bernoulli(|g|/s), s = max|g| after the clipping rule. Bindings of the C++ codec of "
+      "terngrad-bench; bytes are identical to the C++ codec's.";
+
+  g_codec_error = PyErr_NewExceptionWithDoc(
+      "terngrad.CodecError",
+      "A codec error (bad option, malformed payload, ...). `code` names it: invalid_argument, "
+      "truncated, bad_magic, bad_version, bad_packing, invalid_code, crc_mismatch, length_overflow, "
+      "length_mismatch, scalar_mismatch, non_finite.",
+      PyExc_ValueError, nullptr);
+  g_non_finite_error = PyErr_NewExceptionWithDoc(
+      "terngrad.NonFiniteError",
+      "NaN or Inf in a gradient; `tensor` and `index` name the first bad value. Nothing is encoded.",
+      g_codec_error, nullptr);
+  m.attr("CodecError") = nb::handle(g_codec_error);
+  m.attr("NonFiniteError") = nb::handle(g_non_finite_error);
+  nb::register_exception_translator(translate_codec_errors);
+
+  m.attr("HEADER_BYTES") = tg::kHeaderBytes;
+  m.attr("FORMAT_VERSION") = tg::kFormatVersion;
+  m.attr("MAX_ELEMENTS") = tg::kMaxElements;
+  m.attr("CODECS") = nb::make_tuple("optimized", "reference", "portable");
+  m.attr("CLIP_MODES") = nb::make_tuple("none", "clip", "saturate");
+  m.attr("PACKINGS") = nb::make_tuple("2bit", "base3");
+
+  nb::class_<tg::Header>(m, "Header", "The fields of a validated 32-byte payload header.")
+      .def_prop_ro("packing", [](const tg::Header& h) { return packing_name(h.packing); },
+                   "'2bit', 'base3' or 'float32'")
+      .def_ro("count", &tg::Header::count, "number of elements")
+      .def_ro("scalar", &tg::Header::scalar, "the scalar s (0 for float32 payloads)")
+      .def_ro("tensor", &tg::Header::tensor, "tensor id")
+      .def_ro("body_crc", &tg::Header::body_crc, "CRC32C of the body")
+      .def("__repr__", [](const tg::Header& h) {
+        return "Header(packing='" + packing_name(h.packing) + "', count=" + std::to_string(h.count) +
+               ", scalar=" + std::string(nb::repr(nb::float_(h.scalar)).c_str()) +
+               ", tensor=" + std::to_string(h.tensor) + ")";
+      });
+
+  nb::class_<PyDecoded>(m, "Decoded", "A decoded payload: values (float32, s * trit) and header.")
+      .def_ro("values", &PyDecoded::values, "float32 array: scalar * trit, or the float32 body")
+      .def_ro("header", &PyDecoded::header, "the validated header")
+      .def_prop_ro("scalar", [](const PyDecoded& d) { return d.header.scalar; }, "the scalar s");
+
+  nb::class_<PyAggregate>(m, "Aggregate", "Exact integer sum of N workers' trits that share one scalar.")
+      .def_ro("scalar", &PyAggregate::scalar, "the shared scalar s")
+      .def_ro("workers", &PyAggregate::workers, "N, the number of payloads")
+      .def_ro("sums", &PyAggregate::sums, "int32 array: sum of trits, in [-N, N]")
+      .def_ro("mean", &PyAggregate::mean, "float32 array: (double)s * sum / N rounded to float");
+
+  m.def(
+      "encode",
+      [](nb::handle g, std::uint64_t seed, std::uint32_t worker, std::uint32_t tensor, std::uint32_t step,
+         const std::string& clip, double c, const std::string& packing, std::uint64_t float_below,
+         const std::string& codec) {
+        FloatView v = float_view(g, "g");
+        tg::Params p = make_params(clip, c, packing, float_below);
+        const tg::Codec& cd = codec_named(codec);
+        std::vector<std::uint8_t> out;
+        {
+          nb::gil_scoped_release release;
+          out = tg::encode(cd, v.span, p, {seed, worker, tensor, step});
+        }
+        return to_bytes(out);
+      },
+      "g"_a, "seed"_a = 0, "worker"_a = 0, "tensor"_a = 0, "step"_a = 0, "clip"_a = "none", "c"_a = 2.5,
+      "packing"_a = "2bit", "float_below"_a = 0, "codec"_a = "optimized",
+      (std::string("Encode one tensor (float32 array, any shape, read flat) into a self-describing payload "
+                   "(bytes).\n\nclip: 'none' (s = max|g|), 'clip' (clamp to c*sigma, paper Eq. 7) or "
+                   "'saturate' (same bytes as clip). packing: '2bit' or 'base3'. Tensors with fewer than "
+                   "float_below elements travel as float32. ") +
+       kKeyDoc + " codec: 'optimized', 'reference' or 'portable'.\nRaises TypeError for a non-float32 "
+                 "input, NonFiniteError (a ValueError) for NaN/Inf, CodecError for bad options.")
+          .c_str());
+
+  m.def(
+      "encode_with_scalar",
+      [](nb::handle g, float scalar, std::uint64_t seed, std::uint32_t worker, std::uint32_t tensor,
+         std::uint32_t step, const std::string& clip, double c, const std::string& packing,
+         std::uint64_t float_below, const std::string& codec) {
+        FloatView v = float_view(g, "g");
+        tg::Params p = make_params(clip, c, packing, float_below);
+        const tg::Codec& cd = codec_named(codec);
+        std::vector<std::uint8_t> out;
+        {
+          nb::gil_scoped_release release;
+          out = tg::encode_with_scalar(cd, v.span, p, {seed, worker, tensor, step}, scalar);
+        }
+        return to_bytes(out);
+      },
+      "g"_a, "scalar"_a, "seed"_a = 0, "worker"_a = 0, "tensor"_a = 0, "step"_a = 0, "clip"_a = "none",
+      "c"_a = 2.5, "packing"_a = "2bit", "float_below"_a = 0, "codec"_a = "optimized",
+      "Encode with an externally given scalar (the shared max over workers, see shared_scalar): the "
+      "worker's own clip bound still applies, then magnitudes above `scalar` saturate to it.");
+
+  m.def(
+      "encode_layers",
+      [](nb::sequence layers, std::uint64_t seed, std::uint32_t worker, std::uint32_t tensor, std::uint32_t step,
+         const std::string& clip, double c, const std::string& packing, std::uint64_t float_below,
+         const std::string& codec) {
+        std::vector<FloatView> views;
+        std::vector<std::span<const float>> spans;
+        const size_t count = nb::len(layers);
+        views.reserve(count);
+        for (size_t i = 0; i < count; ++i) {
+          std::string what = "layers[" + std::to_string(i) + "]";
+          views.push_back(float_view(layers[i], what.c_str()));
+          spans.push_back(views.back().span);
+        }
+        tg::Params p = make_params(clip, c, packing, float_below);
+        const tg::Codec& cd = codec_named(codec);
+        std::vector<std::vector<std::uint8_t>> out;
+        {
+          nb::gil_scoped_release release;
+          out = tg::encode_layers(cd, spans, p, {seed, worker, tensor, step});
+        }
+        nb::list result;
+        for (auto& o : out) result.append(to_bytes(o));
+        return result;
+      },
+      "layers"_a, "seed"_a = 0, "worker"_a = 0, "tensor"_a = 0, "step"_a = 0, "clip"_a = "none",
+      "c"_a = 2.5, "packing"_a = "2bit", "float_below"_a = 0, "codec"_a = "optimized",
+      "Layer-wise encode of a list of float32 arrays: layer i gets its own scalar and tensor id "
+      "tensor + i. Returns a list of payloads (bytes).");
+
+  m.def(
+      "decode",
+      [](nb::handle payload, const std::string& codec) {
+        ByteView b = byte_view(payload, "payload");
+        const tg::Codec& cd = codec_named(codec);
+        tg::Decoded d;
+        {
+          nb::gil_scoped_release release;
+          d = tg::decode(cd, b.span);
+        }
+        PyDecoded out;
+        out.header = d.header;
+        out.values = nb::cast(to_numpy(std::move(d.values)));
+        return out;
+      },
+      "payload"_a, "codec"_a = "optimized",
+      "Decode a payload (bytes-like) into a Decoded (values: float32 array, header). Everything is "
+      "validated first; a malformed payload raises CodecError (a ValueError) whose `code` names the "
+      "defect (truncated, bad_magic, crc_mismatch, invalid_code, ...).");
+
+  m.def(
+      "decode_trits",
+      [](nb::handle payload, const std::string& codec) {
+        ByteView b = byte_view(payload, "payload");
+        const tg::Codec& cd = codec_named(codec);
+        std::vector<std::int8_t> trits;
+        {
+          nb::gil_scoped_release release;
+          trits = tg::decode_trits(cd, b.span);
+        }
+        return to_numpy(std::move(trits));
+      },
+      "payload"_a, "codec"_a = "optimized",
+      "Decode a ternary payload to its trits (int8 array of -1, 0, +1). CodecError(bad_packing) for a "
+      "float32 payload.");
+
+  m.def(
+      "parse_header",
+      [](nb::handle payload) {
+        ByteView b = byte_view(payload, "payload");
+        return tg::parse_header(b.span);
+      },
+      "payload"_a, "Validate a whole payload (header, length, checksums) and return its Header.");
+
+  m.def(
+      "ternarize",
+      [](nb::handle g, std::uint64_t seed, std::uint32_t worker, std::uint32_t tensor, std::uint32_t step,
+         const std::string& clip, double c, const std::string& codec) {
+        FloatView v = float_view(g, "g");
+        tg::Params p = make_params(clip, c, "2bit", 0);
+        const tg::Codec& cd = codec_named(codec);
+        std::vector<std::int8_t> trits(v.span.size());
+        float s;
+        {
+          nb::gil_scoped_release release;
+          s = tg::ternarize(cd, v.span, p, {seed, worker, tensor, step}, trits);
+        }
+        return std::make_tuple(s, to_numpy(std::move(trits)));
+      },
+      "g"_a, "seed"_a = 0, "worker"_a = 0, "tensor"_a = 0, "step"_a = 0, "clip"_a = "none", "c"_a = 2.5,
+      "codec"_a = "optimized",
+      "Ternarize g with its own scalar, without packing: returns (s, trits), trits an int8 array of "
+      "-1, 0, +1 (flat). The estimate of g is s * trits.");
+
+  m.def(
+      "ternarize_steps",
+      [](nb::handle g, std::uint32_t draws, std::uint32_t first_step, std::uint64_t seed, std::uint32_t worker,
+         std::uint32_t tensor, const std::string& clip, double c, const std::string& codec) {
+        FloatView v = float_view(g, "g");
+        tg::Params p = make_params(clip, c, "2bit", 0);
+        const tg::Codec& cd = codec_named(codec);
+        std::size_t n = v.span.size();
+        if (static_cast<std::uint64_t>(first_step) + draws > (std::uint64_t{1} << 32))
+          throw nb::value_error("first_step + draws must not exceed 2^32 (steps are 32-bit)");
+        if (static_cast<double>(draws) * static_cast<double>(n) > 4e9)
+          throw nb::value_error("draws * size over 4e9 trits: ask for fewer draws");
+        std::vector<std::int8_t> trits(static_cast<std::size_t>(draws) * n);
+        float s;
+        {
+          nb::gil_scoped_release release;
+          tg::ScalarRule rule = tg::own_rule(cd, v.span, p, tensor);
+          s = rule.scalar;
+          for (std::uint32_t j = 0; j < draws; ++j)
+            cd.ternarize(v.span, rule, {seed, worker, tensor, first_step + j},
+                         std::span<std::int8_t>(trits.data() + j * n, n));
+        }
+        return std::make_tuple(s, to_numpy(std::move(trits), {draws, n}));
+      },
+      "g"_a, "draws"_a, "first_step"_a = 0, "seed"_a = 0, "worker"_a = 0, "tensor"_a = 0, "clip"_a = "none",
+      "c"_a = 2.5, "codec"_a = "optimized",
+      "Independent draws for Monte-Carlo: row j is ternarize(g, step=first_step + j). Returns (s, trits) "
+      "with trits an int8 array of shape (draws, g.size).");
+
+  m.def(
+      "tensor_scalar",
+      [](nb::handle g, const std::string& clip, double c, std::uint32_t tensor, const std::string& codec) {
+        FloatView v = float_view(g, "g");
+        tg::Params p = make_params(clip, c, "2bit", 0);
+        return tg::tensor_scalar(codec_named(codec), v.span, p, tensor);
+      },
+      "g"_a, "clip"_a = "none", "c"_a = 2.5, "tensor"_a = 0, "codec"_a = "optimized",
+      "The scalar s of one tensor under the clipping rule (max|g|, or min(max|g|, c*sigma) when clipping).");
+
+  m.def(
+      "clip_bound",
+      [](nb::handle g, const std::string& clip, double c, const std::string& codec) {
+        FloatView v = float_view(g, "g");
+        tg::Params p = make_params(clip, c, "2bit", 0);
+        return tg::clip_bound(codec_named(codec), v.span, p);
+      },
+      "g"_a, "clip"_a = "clip", "c"_a = 2.5, "codec"_a = "optimized",
+      "The clip bound c*sigma as float32 (sigma: population std in the canonical order); inf for clip='none'.");
+
+  m.def(
+      "shared_scalar", [](const std::vector<float>& scalars) { return tg::shared_scalar(scalars); },
+      "worker_scalars"_a,
+      "The shared scalar: the max of the workers' tensor_scalar values (one max-allreduce in a real run).");
+
+  m.def(
+      "aggregate",
+      [](nb::sequence payloads, const std::string& codec) {
+        std::vector<ByteView> views;
+        std::vector<std::span<const std::uint8_t>> spans;
+        const size_t count = nb::len(payloads);
+        views.reserve(count);
+        for (size_t i = 0; i < count; ++i) {
+          std::string what = "payloads[" + std::to_string(i) + "]";
+          views.push_back(byte_view(payloads[i], what.c_str()));
+          spans.push_back(views.back().span);
+        }
+        const tg::Codec& cd = codec_named(codec);
+        tg::Aggregate a;
+        {
+          nb::gil_scoped_release release;
+          a = tg::aggregate(cd, spans);
+        }
+        PyAggregate out;
+        out.scalar = a.scalar;
+        out.workers = a.workers;
+        out.sums = nb::cast(to_numpy(std::move(a.sums)));
+        out.mean = nb::cast(to_numpy(std::move(a.mean)));
+        return out;
+      },
+      "payloads"_a, "codec"_a = "optimized",
+      "Exact integer aggregation of N workers' ternary payloads that share scalar, size and tensor id "
+      "(CodecError scalar_mismatch otherwise).");
+
+  m.def(
+      "variance_identity",
+      [](nb::handle g) {
+        FloatView v = float_view(g, "g");
+        tg::reference_codec().max_abs(v.span, 0);  // NonFiniteError on NaN/Inf
+        return tg::variance_identity(v.span);
+      },
+      "g"_a,
+      "||g||_inf ||g||_1 - ||g||_2^2 in double: E||g~ - g||^2 of TernGrad with s = max|g| (paper Sec. 3).");
+
+  m.def(
+      "variance_for_scalar",
+      [](nb::handle x, double s) {
+        FloatView v = float_view(x, "x");
+        float m = tg::reference_codec().max_abs(v.span, 0);
+        if (!(s >= static_cast<double>(m)) || !std::isfinite(s))
+          throw nb::value_error("s must be finite and at least max|x|");
+        return tg::variance_for_scalar(v.span, s);
+      },
+      "x"_a, "s"_a, "sum_k |x_k| (s - |x_k|): the expected squared error for an explicit scalar s >= max|x|.");
+
+  m.def(
+      "body_bytes",
+      [](const std::string& packing, std::uint64_t n) { return tg::body_bytes(tg::parse_packing(packing.c_str()), n); },
+      "packing"_a, "n"_a, "Bytes of the body of n elements in a packing ('2bit', 'base3', 'float32').");
+
+  m.def(
+      "crc32c", [](nb::handle data) { return tg::crc32c(byte_view(data, "data").span); }, "data"_a,
+      "CRC32C (Castagnoli) of bytes; crc32c(b'123456789') == 0xe3069283.");
+
+  m.def(
+      "philox_uniforms",
+      [](std::uint64_t n, std::uint64_t seed, std::uint32_t worker, std::uint32_t tensor, std::uint32_t step) {
+        if (n > tg::kMaxElements) throw nb::value_error("n exceeds 2^34");
+        std::vector<std::uint32_t> u(n);
+        tg::StreamKey key{seed, worker, tensor, step};
+        for (std::uint64_t b = 0; b * 4 < n; ++b) {
+          tg::PhiloxBlock blk = tg::philox_block(key, static_cast<std::uint32_t>(b));
+          for (std::uint64_t j = 0; j < 4 && 4 * b + j < n; ++j) u[4 * b + j] = blk.v[j];
+        }
+        return to_numpy(std::move(u));
+      },
+      "n"_a, "seed"_a = 0, "worker"_a = 0, "tensor"_a = 0, "step"_a = 0,
+      "The 32-bit uniforms u_0..u_{n-1} of a stream key: element k is kept iff u_k < min(|g_k|, cap) * 2^32 / s.");
+
+  m.def("cpu_has_avx2", &tg::cpu_has_avx2, "Whether the optimized codec uses its AVX2 path on this CPU.");
+}

@@ -1,0 +1,83 @@
+"""terngrad: Python bindings of the terngrad-bench TernGrad codec (Wen et al., NeurIPS 2017).
+
+Build with the project (target tg_python); the package lands in build/<preset>/python/package:
+    PYTHONPATH=build/default/python/package build/venv/bin/python -c "import terngrad"
+Every function takes NumPy float32 arrays without copying them and gives the C++ codec's bytes.
+"""
+import math as _math
+
+from ._core import (  # noqa: F401  (re-exported API)
+    CLIP_MODES,
+    CODECS,
+    FORMAT_VERSION,
+    HEADER_BYTES,
+    MAX_ELEMENTS,
+    PACKINGS,
+    Aggregate,
+    CodecError,
+    Decoded,
+    Header,
+    NonFiniteError,
+    aggregate,
+    body_bytes,
+    clip_bound,
+    cpu_has_avx2,
+    crc32c,
+    decode,
+    decode_trits,
+    encode,
+    encode_layers,
+    encode_with_scalar,
+    parse_header,
+    philox_uniforms,
+    shared_scalar,
+    tensor_scalar,
+    ternarize,
+    ternarize_steps,
+    variance_for_scalar,
+    variance_identity,
+)
+
+
+def mask_entropy_bits(trits):
+    """Empirical entropy, in bits per element, of the symbols {-1, 0, +1} of a trit array: the
+    size an ideal entropy coder would approach for this mask (2bit spends 2, base3 spends 1.6)."""
+    import numpy as np
+
+    t = np.asarray(trits).ravel()
+    if t.size == 0:
+        return 0.0
+    counts = np.array([np.count_nonzero(t == v) for v in (-1, 0, 1)], dtype=np.float64)
+    p = counts[counts > 0] / t.size
+    return float(-(p * np.log2(p)).sum())
+
+
+def expected_mask_entropy_bits(g, scalar=None):
+    """Expected entropy per element of TernGrad's mask when element k is nonzero with probability
+    p_k = |g_k| / s: the entropy of the per-element distribution mixed over elements (the alphabet
+    {-, 0, +} with P(+) = mean of p_k over positive g_k, ...). s defaults to max|g|."""
+    import numpy as np
+
+    g = np.asarray(g, dtype=np.float64).ravel()
+    if g.size == 0:
+        return 0.0
+    s = float(np.max(np.abs(g))) if scalar is None else float(scalar)
+    if s == 0.0:
+        return 0.0
+    p = np.minimum(np.abs(g) / s, 1.0)
+    plus = p[g > 0].sum() / g.size
+    minus = p[g < 0].sum() / g.size
+    probs = np.array([plus, minus, 1.0 - plus - minus])
+    probs = probs[probs > 0]
+    return float(-(probs * np.log2(probs)).sum())
+
+
+def bits_per_element(packing):
+    """Bits per element of a body layout: 2 for '2bit', 8/5 = 1.6 for 'base3', 32 for 'float32'
+    (log2(3) = 1.585 is the floor for any fixed-length ternary code)."""
+    return {"2bit": 2.0, "base3": 1.6, "float32": 32.0}[packing]
+
+
+LOG2_3 = _math.log2(3.0)
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,81 @@
+// terngrad-bench: where the battery's ternary draws come from. A Sampler ternarizes a gradient for
+// given (seed, worker, tensor, step) and returns trits and scalar per step; implementations wrap a
+// tg::Codec (reference, optimized, CUDA, the eight mutants) or an external program (exec protocol,
+// docs/battery.md). make_sampler("reference" | "optimized" | "cuda" | "exec:CMD" | "mutant:NAME").
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tg/codec.hpp"
+
+namespace tg::verify {
+
+/// One request: `steps` consecutive steps starting at key.step.
+struct DrawRequest {
+  std::span<const float> g;
+  Params params;
+  StreamKey key;
+  std::uint32_t steps = 1;
+  std::optional<float> scalar;  // shared scalar (encode_with_scalar semantics); own scalar if empty
+};
+
+/// Rows of trits (steps x d, row-major) and the scalar of each row.
+struct Draws {
+  std::size_t d = 0;
+  std::uint32_t steps = 0;
+  std::vector<float> scalars;
+  std::vector<std::int8_t> trits;
+  /// Empty, or a description of outputs that are not of the form {-s, 0, +s} (external programs).
+  std::string defect;
+  std::span<const std::int8_t> row(std::uint32_t j) const { return {trits.data() + j * d, d}; }
+};
+
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+  virtual std::string name() const = 0;
+  virtual Draws draw(const DrawRequest& request) = 0;
+  /// The codec behind it, when there is one (payload-level checks use it), else nullptr.
+  virtual const Codec* codec() const { return nullptr; }
+  /// Largest steps x d a single request should ask for (external programs: one process per request).
+  virtual std::uint64_t max_request_elements() const { return std::uint64_t{1} << 22; }
+};
+
+/// A sampler over any tg::Codec.
+std::unique_ptr<Sampler> make_codec_sampler(std::shared_ptr<const Codec> codec, std::string name);
+
+/// The mutants of STATISTICS.md, by name.
+struct MutantInfo {
+  const char* name;
+  const char* description;
+};
+const std::vector<MutantInfo>& mutant_list();
+/// A codec implementing mutant `name` (tg::Error invalid_argument naming the known ones otherwise).
+std::shared_ptr<const Codec> make_mutant_codec(const std::string& name);
+
+/// External program options.
+struct ExecOptions {
+  double timeout_s = 120.0;
+};
+/// Runs `command` (a shell command line) with the protocol arguments appended.
+std::unique_ptr<Sampler> make_exec_sampler(const std::string& command, const ExecOptions& options);
+
+/// Raised when an implementation cannot be used here (e.g. --impl cuda without a GPU): exit code 2.
+class Unavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Parses an --impl value and builds the sampler; throws tg::Error(invalid_argument) on a bad value
+/// and Unavailable when the implementation is not built or has no device.
+std::unique_ptr<Sampler> make_sampler(const std::string& impl, const ExecOptions& options);
+
+/// Whether the CUDA codec is built in and a device is usable (why: the reason when not).
+bool cuda_usable(std::string* why);
+
+}  // namespace tg::verify

@@ -1,0 +1,193 @@
+// terngrad-bench: `terngrad verify`: runs the statistical battery on one implementation
+// (--impl reference | optimized | cuda | exec:CMD | mutant:NAME) or, with --self-test, on every correct
+// implementation and every mutant. Exit 0 all pass, 1 a check failed, 2 usage or input error.
+//   terngrad verify [--profile quick|ci|full] [--impl optimized] [--json F] [--junit F] [--self-test]
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "commands.hpp"
+#include "tg/atomic_file.hpp"
+#include "tg/verify/battery.hpp"
+
+namespace tg::app {
+namespace {
+
+using namespace tg::verify;
+
+struct VerifyOptions {
+  std::string impl = "optimized";
+  std::string profile = "ci";
+  std::uint64_t seed = 20171204;
+  double alpha = 0.0;  // 0: the profile's
+  double beta = 0.0;
+  std::string json, junit;
+  std::vector<std::string> skip;
+  bool self_test = false;
+  std::string example;
+  double exec_timeout = 300.0;
+  bool no_progress = false;
+  bool verbose = false;
+  bool list_mutants = false;
+};
+
+const char* kExampleCommand = "build/venv/bin/python examples/numpy_codec.py";
+
+Options make_options(const VerifyOptions& o) {
+  Options opt;
+  opt.profile = profile_named(o.profile);
+  if (o.alpha != 0.0) opt.profile.alpha_total = o.alpha;
+  if (o.beta != 0.0) opt.profile.beta = o.beta;
+  opt.seed = o.seed;
+  opt.skip.insert(o.skip.begin(), o.skip.end());
+  opt.progress = !o.no_progress;
+  return opt;
+}
+
+// Fails before the (possibly long) run when a report file could not be written afterwards.
+void check_writable(const std::string& option, const std::string& file) {
+  if (file.empty()) return;
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(file).has_parent_path() ? fs::path(file).parent_path() : fs::path(".");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir) || ::access(dir.c_str(), W_OK) != 0 || fs::is_directory(file))
+    throw Error(ErrorCode::invalid_argument, option + " " + file + ": cannot write into folder " + dir.string());
+}
+
+void write_reports(const VerifyOptions& o, const std::vector<Result>& results) {
+  if (!o.json.empty()) tg::write_file_atomic(o.json, format_json(results));
+  if (!o.junit.empty()) tg::write_file_atomic(o.junit, format_junit(results));
+}
+
+int run_single(const VerifyOptions& o) {
+  Options opt = make_options(o);
+  ExecOptions eo;
+  eo.timeout_s = o.exec_timeout;
+  std::unique_ptr<Sampler> sampler;
+  try {
+    sampler = make_sampler(o.impl, eo);
+  } catch (const Unavailable& e) {
+    std::fprintf(stderr, "terngrad verify: %s\n", e.what());
+    return 2;
+  }
+  Result r = run_battery(*sampler, opt);
+  std::fputs(format_table(r).c_str(), stdout);
+  write_reports(o, {r});
+  return r.pass() ? 0 : 1;
+}
+
+int run_self_test(const VerifyOptions& o) {
+  Options base = make_options(o);
+  ExecOptions eo;
+  eo.timeout_s = o.exec_timeout;
+  struct Entry {
+    std::string impl;
+    bool correct;
+  };
+  std::vector<Entry> entries = {{"reference", true}, {"optimized", true}};
+  std::string why;
+  if (cuda_usable(&why)) entries.push_back({"cuda", true});
+  else std::printf("self-test: skipping cuda: %s\n", why.c_str());
+  std::string example = o.example;
+  if (example.empty() && std::filesystem::exists("build/venv/bin/python") &&
+      std::filesystem::exists("examples/numpy_codec.py"))
+    example = kExampleCommand;
+  if (!example.empty() && example != "none") entries.push_back({"exec:" + example, true});
+  else std::printf("self-test: no NumPy example (build/venv/bin/python or examples/numpy_codec.py missing; --example CMD)\n");
+  for (const auto& m : mutant_list()) entries.push_back({std::string("mutant:") + m.name, false});
+
+  std::vector<Result> results;
+  std::vector<std::string> lines;
+  bool ok = true;
+  for (const auto& e : entries) {
+    Options opt = base;
+    // A mutant differs from the reference bytes, so the cross-implementation check would reject it
+    // trivially: mutants must be rejected by the statistical and structural checks alone.
+    if (!e.correct) opt.skip.insert("cross");
+    auto sampler = make_sampler(e.impl, eo);
+    std::fprintf(stderr, "self-test: %s ...\n", e.impl.c_str());
+    Result r = run_battery(*sampler, opt);
+    if (o.verbose) std::fputs(format_table(r).c_str(), stdout);
+    bool as_expected = e.correct ? r.pass() : !r.pass();
+    ok = ok && as_expected;
+    std::string fails;
+    for (const auto& c : r.failed_checks()) fails += (fails.empty() ? "" : ", ") + c;
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%-50s %-8s %-8s %-10s %6.1f s  %s", e.impl.c_str(), e.correct ? "pass" : "reject",
+                  r.pass() ? "passed" : "rejected", as_expected ? "ok" : "WRONG", r.seconds,
+                  fails.empty() ? "-" : fails.c_str());
+    lines.push_back(buf);
+    results.push_back(std::move(r));
+  }
+  Profile P = base.profile;
+  std::printf("terngrad verify --self-test: profile %s, seed %llu, alpha_total %.3g per run, beta %.3g\n",
+              P.name.c_str(), static_cast<unsigned long long>(base.seed), P.alpha_total, P.beta);
+  std::printf("%-50s %-8s %-8s %-10s %8s  %s\n", "implementation", "expected", "result", "as expected", "time",
+              "failed checks");
+  for (const auto& l : lines) std::printf("%s\n", l.c_str());
+  std::printf("\nverdict: %s\n", ok ? "PASS (every correct implementation passed, every mutant was rejected)"
+                                      : "FAIL (see the rows marked WRONG)");
+  write_reports(o, results);
+  return ok ? 0 : 1;
+}
+
+int run_verify(const VerifyOptions& o) {
+  check_writable("--json", o.json);
+  check_writable("--junit", o.junit);
+  if (o.list_mutants) {
+    for (const auto& m : mutant_list()) std::printf("mutant:%-16s %s\n", m.name, m.description);
+    return 0;
+  }
+  return o.self_test ? run_self_test(o) : run_single(o);
+}
+
+}  // namespace
+
+Command verify_command() {
+  auto opts = std::make_shared<VerifyOptions>();
+  Command c;
+  c.add_fn = [opts](CLI::App& app) {
+    CLI::App* sub = app.add_subcommand(
+        "verify", "Statistical verification battery: structure, unbiasedness, variance, independence, streams, "
+                  "clipping, layer-wise scalars, aggregation, cross-implementation bytes (exit 0 pass, 1 fail, 2 error)");
+    sub->add_option("--impl", opts->impl,
+                    "Implementation: reference, optimized, cuda, exec:'CMD' (external program, docs/battery.md) or "
+                    "mutant:NAME (--list-mutants)")
+        ->capture_default_str();
+    sub->add_option("--profile", opts->profile, "quick (ctest), ci (default) or full")
+        ->check(CLI::IsMember({"quick", "ci", "full"}))
+        ->capture_default_str();
+    sub->add_option("--seed", opts->seed, "Seed of the gradients and of the codec streams (fixed by default)")
+        ->capture_default_str();
+    sub->add_option("--alpha", opts->alpha, "Total false-fail probability of the run (profile default 1e-6)")
+        ->check(CLI::Range(1e-300, 0.5));
+    sub->add_option("--beta", opts->beta, "1 - power at which detectable effects are stated (default 1e-3)")
+        ->check(CLI::Range(1e-300, 0.5));
+    sub->add_option("--json", opts->json, "Write the results as JSON to FILE");
+    sub->add_option("--junit", opts->junit, "Write the results as JUnit XML to FILE");
+    sub->add_option("--skip", opts->skip, "Checks to leave out, comma-separated (e.g. cross for a codec with its own "
+                                          "random stream)")
+        ->delimiter(',')
+        ->check(CLI::IsMember(check_names()));
+    sub->add_flag("--self-test", opts->self_test,
+                  "Run the battery on every correct implementation (all must pass) and every mutant (all must fail)");
+    sub->add_option("--example", opts->example,
+                    std::string("External command the self-test checks as a correct implementation (default: '") +
+                        kExampleCommand + "' when present; 'none' to leave out)");
+    sub->add_option("--exec-timeout", opts->exec_timeout, "Seconds an external codec may take per call")
+        ->check(CLI::Range(0.001, 86400.0))
+        ->capture_default_str();
+    sub->add_flag("--no-progress", opts->no_progress, "No progress line on stderr");
+    sub->add_flag("--verbose", opts->verbose, "Self-test: print every run's full table");
+    sub->add_flag("--list-mutants", opts->list_mutants, "List the mutants and exit");
+    return sub;
+  };
+  c.run_fn = [opts] { return guarded("verify", [&] { return run_verify(*opts); }); };
+  return c;
+}
+
+}  // namespace tg::app

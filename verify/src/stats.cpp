@@ -1,0 +1,133 @@
+// terngrad-bench: statistics layer of the battery (see tg/verify/stats.hpp), on Boost.Math.
+#include "tg/verify/stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <boost/math/distributions/binomial.hpp>
+#include <boost/math/distributions/chi_squared.hpp>
+#include <boost/math/distributions/normal.hpp>
+
+#include "tg/error.hpp"
+
+namespace tg::verify {
+namespace bm = boost::math;
+
+namespace {
+void check_alpha(double alpha, const char* what) {
+  if (!(alpha > 0.0 && alpha < 1.0))
+    throw Error(ErrorCode::invalid_argument, std::string(what) + " must be in (0, 1), got " + std::to_string(alpha));
+}
+}  // namespace
+
+Interval clopper_pearson(std::uint64_t n, std::uint64_t k, double alpha) {
+  check_alpha(alpha, "alpha");
+  if (k > n) throw Error(ErrorCode::invalid_argument, "binomial count exceeds trials");
+  Interval r;
+  if (n == 0) return r;
+  using B = bm::binomial_distribution<double>;
+  double dn = static_cast<double>(n), dk = static_cast<double>(k);
+  r.lo = k == 0 ? 0.0 : B::find_lower_bound_on_p(dn, dk, alpha / 2, B::clopper_pearson_exact_interval);
+  r.hi = k == n ? 1.0 : B::find_upper_bound_on_p(dn, dk, alpha / 2, B::clopper_pearson_exact_interval);
+  return r;
+}
+
+double binomial_two_sided_pvalue(std::uint64_t n, std::uint64_t k, double p) {
+  if (k > n) throw Error(ErrorCode::invalid_argument, "binomial count exceeds trials");
+  if (p <= 0.0) return k == 0 ? 1.0 : 0.0;
+  if (p >= 1.0) return k == n ? 1.0 : 0.0;
+  bm::binomial_distribution<double> b(static_cast<double>(n), p);
+  double dk = static_cast<double>(k);
+  double lower = bm::cdf(b, dk);                                    // P(X <= k)
+  double upper = k == 0 ? 1.0 : bm::cdf(bm::complement(b, dk - 1));  // P(X >= k)
+  return std::min(1.0, 2.0 * std::min(lower, upper));
+}
+
+ClopperPearsonTable clopper_pearson_table(std::uint64_t n, double alpha) {
+  ClopperPearsonTable t;
+  t.n = n;
+  t.alpha = alpha;
+  t.lo.resize(n + 1);
+  t.hi.resize(n + 1);
+  for (std::uint64_t k = 0; k <= n; ++k) {
+    Interval iv = clopper_pearson(n, k, alpha);
+    t.lo[k] = iv.lo;
+    t.hi[k] = iv.hi;
+  }
+  return t;
+}
+
+double clopper_pearson_detectable(const ClopperPearsonTable& table, double beta) {
+  check_alpha(beta, "beta");
+  std::uint64_t n = table.n;
+  if (n == 0) return 1.0;
+  // Rejection at claimed p = 1/2 happens for counts k with hi[k] < 1/2 or lo[k] > 1/2. By symmetry
+  // use the upper side: k_crit = smallest k with lo[k] > 1/2; power(q) = P_q(X >= k_crit).
+  std::uint64_t kc = n + 1;
+  for (std::uint64_t k = 0; k <= n; ++k)
+    if (table.lo[k] > 0.5) { kc = k; break; }
+  if (kc > n) return 0.5;  // cannot reject p = 1/2 from above at all
+  auto power = [&](double q) {
+    if (q >= 1.0) return 1.0;
+    bm::binomial_distribution<double> b(static_cast<double>(n), q);
+    return kc == 0 ? 1.0 : bm::cdf(bm::complement(b, static_cast<double>(kc) - 1));
+  };
+  double lo = 0.5, hi = 1.0;
+  if (power(hi) < 1.0 - beta) return 0.5;
+  for (int it = 0; it < 60; ++it) {
+    double mid = 0.5 * (lo + hi);
+    (power(mid) >= 1.0 - beta ? hi : lo) = mid;
+  }
+  return hi - 0.5;
+}
+
+double bernstein_threshold(double variance, double bound, double alpha) {
+  check_alpha(alpha, "alpha");
+  double L = std::log(2.0 / alpha);
+  double a = bound * L / 3.0;
+  return a + std::sqrt(a * a + 2.0 * std::max(0.0, variance) * L);
+}
+
+double bernstein_one_sided(double variance, double bound, double beta) {
+  check_alpha(beta, "beta");
+  double L = std::log(1.0 / beta);
+  double a = bound * L / 3.0;
+  return a + std::sqrt(a * a + 2.0 * std::max(0.0, variance) * L);
+}
+
+double bernstein_pvalue(double x, double variance, double bound) {
+  x = std::fabs(x);
+  if (x == 0.0) return 1.0;
+  double denom = 2.0 * (std::max(0.0, variance) + bound * x / 3.0);
+  if (denom <= 0.0) return 0.0;
+  return std::min(1.0, 2.0 * std::exp(-x * x / denom));
+}
+
+double hoeffding_threshold(double range, std::uint64_t n, double alpha, std::uint64_t d) {
+  check_alpha(alpha, "alpha");
+  if (n == 0) throw Error(ErrorCode::invalid_argument, "Hoeffding bound needs n > 0");
+  return range * std::sqrt(std::log(2.0 * static_cast<double>(d) / alpha) / (2.0 * static_cast<double>(n)));
+}
+
+std::uint64_t hoeffding_samples(double range, double delta, double alpha, double beta, std::uint64_t d) {
+  check_alpha(alpha, "alpha");
+  check_alpha(beta, "beta");
+  if (!(delta > 0.0)) throw Error(ErrorCode::invalid_argument, "effect size must be positive");
+  double r = std::sqrt(std::log(2.0 * static_cast<double>(d) / alpha)) + std::sqrt(std::log(1.0 / beta));
+  return static_cast<std::uint64_t>(std::ceil(range * range * r * r / (2.0 * delta * delta)));
+}
+
+double normal_quantile(double p) {
+  check_alpha(p, "probability");
+  return bm::quantile(bm::normal_distribution<double>(), p);
+}
+
+double normal_upper_tail(double z) { return bm::cdf(bm::complement(bm::normal_distribution<double>(), z)); }
+
+double chi_squared_quantile(double dof, double p) {
+  check_alpha(p, "probability");
+  return bm::quantile(bm::chi_squared_distribution<double>(dof), p);
+}
+
+}  // namespace tg::verify

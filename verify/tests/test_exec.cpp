@@ -1,0 +1,103 @@
+// terngrad-bench: the exec protocol of the battery against a stand-in program (fake_codec.cpp):
+// a correct program reproduces the reference bytes; failures, timeouts, wrong shapes/dtypes,
+// non-finite or malformed values give clear errors. Run: ctest -R tg_verify_tests
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "tg/verify/sampler.hpp"
+
+namespace tg::verify {
+namespace {
+
+std::vector<float> gradient(std::size_t d) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n;
+  std::vector<float> g(d);
+  for (auto& x : g) x = n(rng);
+  return g;
+}
+
+std::string fake(const std::string& mode) { return std::string(TG_FAKE_CODEC) + " --mode " + mode; }
+
+std::string error_of(const std::string& mode, double timeout = 30.0) {
+  auto s = make_exec_sampler(fake(mode), {timeout});
+  auto g = gradient(37);
+  try {
+    s->draw({g, Params{}, {9, 1, 2, 3}, 2, std::nullopt});
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Exec, GoodProgramReproducesReferenceBytes) {
+  auto g = gradient(1001);
+  auto ext = make_exec_sampler(fake("good"), {30.0});
+  auto ref = make_sampler("reference", {});
+  for (ClipMode m : {ClipMode::none, ClipMode::clip}) {
+    Params p;
+    p.clip = m;
+    DrawRequest r{g, p, {42, 1, 2, 7}, 3, std::nullopt};
+    Draws a = ext->draw(r), b = ref->draw(r);
+    EXPECT_EQ(a.trits, b.trits);
+    EXPECT_EQ(a.scalars, b.scalars);
+    EXPECT_TRUE(a.defect.empty());
+    r.scalar = 9.5f;  // shared scalar
+    a = ext->draw(r), b = ref->draw(r);
+    EXPECT_EQ(a.trits, b.trits);
+    EXPECT_EQ(a.scalars, b.scalars);
+  }
+}
+
+TEST(Exec, RowWithoutNonzeroOutputTakesTheSharedScalar) {
+  // Every |g| is tiny against the shared scalar, so rows can be all zero: their scalar is the one
+  // requested (the value file carries no scalar then), and the trits still match the reference.
+  std::vector<float> g(16, 1e-6f);
+  auto ext = make_exec_sampler(fake("good"), {30.0});
+  DrawRequest r{g, Params{}, {3, 0, 0, 0}, 4, 1e6f};
+  Draws a = ext->draw(r), b = make_sampler("reference", {})->draw(r);
+  EXPECT_EQ(a.trits, b.trits);
+  EXPECT_EQ(a.scalars, std::vector<float>(4, 1e6f));
+}
+
+TEST(Exec, ErrorsNameTheProblem) {
+  EXPECT_NE(error_of("fail").find("exited with status 3"), std::string::npos);
+  EXPECT_NE(error_of("fail").find("deliberate failure"), std::string::npos);
+  EXPECT_NE(error_of("sleep", 0.3).find("timed out"), std::string::npos);
+  EXPECT_NE(error_of("wrong-shape").find("shape (75,), expected (2, 37)"), std::string::npos);
+  EXPECT_NE(error_of("wrong-dtype").find("dtype is '<f8'"), std::string::npos);
+  EXPECT_NE(error_of("nan").find("not finite"), std::string::npos);
+  EXPECT_NE(error_of("no-output").find("wrote no output file"), std::string::npos);
+  EXPECT_NE(error_of("garbage").find("malformed .npy"), std::string::npos);
+}
+
+TEST(Exec, ValuesOutsideTheTernaryLevelsAreADefect) {
+  auto s = make_exec_sampler(fake("bad-values"), {30.0});
+  auto g = gradient(64);
+  Draws d = s->draw({g, Params{}, {1, 0, 0, 0}, 2, std::nullopt});
+  EXPECT_NE(d.defect.find("not in {-s, 0, +s}"), std::string::npos) << d.defect;
+}
+
+TEST(Exec, MissingProgramIsAnError) {
+  auto s = make_exec_sampler("/nonexistent/codec-program", {30.0});
+  auto g = gradient(8);
+  EXPECT_THROW(s->draw({g, Params{}, {1, 0, 0, 0}, 1, std::nullopt}), Error);
+}
+
+TEST(Impl, ParsingAndAvailability) {
+  EXPECT_THROW(make_sampler("bogus", {}), Error);
+  EXPECT_THROW(make_sampler("mutant:nope", {}), Error);
+  EXPECT_THROW(make_sampler("exec:  ", {}), Error);
+  std::string why;
+  if (!cuda_usable(&why)) {
+    EXPECT_FALSE(why.empty());
+    EXPECT_THROW(make_sampler("cuda", {}), Unavailable);
+  }
+  EXPECT_EQ(mutant_list().size(), 8u);
+  for (const auto& m : mutant_list()) EXPECT_NO_THROW(make_sampler(std::string("mutant:") + m.name, {}));
+}
+
+}  // namespace
+}  // namespace tg::verify
