@@ -1,0 +1,55 @@
+// terngrad-bench: image data sets for the training experiments, without LibTorch: MNIST idx files
+// (gzip or plain; Fashion-MNIST from the Debian package by default) and CIFAR-10 binary batches.
+//   auto train = tg::train::load_mnist_idx(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz");
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tg::train {
+
+/// Where the Debian package dataset-fashion-mnist puts its files.
+inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+/// A malformed, truncated or missing data file; the message names the file and the defect.
+class DataError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Images as bytes, planar per image: pixels[i * C*H*W + c * H*W + y * W + x]; labels in [0, classes).
+struct ImageSet {
+  std::size_t count = 0;
+  int channels = 0, height = 0, width = 0;
+  int classes = 10;
+  std::vector<std::uint8_t> pixels;
+  std::vector<std::int32_t> labels;
+  std::string source;  // human description: files and how many images were read
+  std::size_t image_bytes() const { return static_cast<std::size_t>(channels) * height * width; }
+};
+
+/// Reads an idx3 image file and an idx1 label file (gzip-compressed or plain, detected by content).
+/// limit > 0 keeps the first `limit` images. Throws DataError naming the file on any defect.
+ImageSet load_mnist_idx(const std::string& images_path, const std::string& labels_path, std::size_t limit = 0);
+
+/// The train (train = true) or test split of an MNIST-layout folder (Fashion-MNIST or MNIST):
+/// {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz].
+ImageSet load_mnist_dir(const std::string& dir, bool train, std::size_t limit = 0);
+
+/// Reads CIFAR-10 binary batches (records of 1 label byte + 3072 bytes: R, G, B planes of 32x32).
+ImageSet load_cifar10_bin(const std::vector<std::string>& files, std::size_t limit = 0);
+
+/// The train (data_batch_1..5.bin) or test (test_batch.bin) split of a cifar-10-batches-bin folder.
+ImageSet load_cifar10_dir(const std::string& dir, bool train, std::size_t limit = 0);
+
+/// Writes a file in CIFAR-10 binary format (used by tests and to export subsets).
+void write_cifar10_bin(const std::string& path, const ImageSet& set);
+
+/// Random-looking images of the given shape with labels, from a seed (for throughput runs only).
+ImageSet synthetic_images(std::size_t count, int channels, int height, int width, int classes,
+                          std::uint64_t seed);
+
+}  // namespace tg::train

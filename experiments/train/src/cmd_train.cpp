@@ -1,0 +1,162 @@
+// terngrad-bench: the `terngrad train` and `terngrad launch` subcommands (and the hidden `train-store`).
+//   terngrad train --model lenet --codec terngrad --workers 2 --steps 1000 --out reports/train/runs/x
+//   terngrad launch --nproc 2 -- --model lenet --steps 100 --out /tmp/run
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "launcher.hpp"
+#include "tg/train/trainer.hpp"
+
+namespace tg::app {
+namespace {
+
+void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, bool& json) {
+  sub->add_option("--model", c.model, "Net")->check(CLI::IsMember({"lenet", "cifarnet", "alexnet", "googlenet", "vgga"}));
+  sub->add_option("--data", c.data, "Data: fashion-mnist (Debian package), mnist or cifar10 (with --data-dir), synthetic")
+      ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10", "synthetic"}));
+  sub->add_option("--data-dir", c.data_dir, "Folder of the MNIST idx files or of cifar-10-batches-bin")->check(CLI::ExistingDirectory);
+  sub->add_option("--train-limit", c.train_limit, "Use the first N training images (0: all)");
+  sub->add_option("--test-limit", c.test_limit, "Use the first N test images (0: all)");
+  sub->add_option("--codec", c.codec, "Gradient codec")->check(CLI::IsMember({"float", "terngrad"}));
+  sub->add_option("--packing", c.packing, "TernGrad packing")->check(CLI::IsMember({"2bit", "base3"}));
+  sub->add_option("--layerwise", c.layerwise, "One scalar per tensor (true) or one for all tensors (false)");
+  sub->add_option("--clip", c.clip, "Clipping mode")->check(CLI::IsMember({"none", "clip", "saturate"}));
+  sub->add_option("--c", c.c, "Clip factor (bound c*sigma)")->check(tg::app::positive_finite());
+  sub->add_option("--float-below", c.float_below, "Tensors with fewer elements stay float32 (0: none)");
+  sub->add_option("--quantize-last", c.quantize_last, "Whether the last layer's tensors are ternarized");
+  sub->add_option("--optimizer", c.optimizer, "Optimizer")->check(CLI::IsMember({"sgd", "momentum", "adam"}));
+  sub->add_option("--lr", c.lr, "Base learning rate")->check(tg::app::positive_finite());
+  sub->add_option("--momentum", c.momentum, "Momentum (optimizer momentum)")->check(CLI::Range(0.0, 0.9999));
+  sub->add_option("--weight-decay", c.weight_decay, "L2 weight decay")->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--lr-policy", c.lr_policy, "fixed | inv: lr (1+gamma t)^-power | step: lr gamma^floor(t/step_size)")
+      ->check(CLI::IsMember({"fixed", "inv", "step"}));
+  sub->add_option("--gamma", c.gamma, "Learning-rate policy gamma")->check(CLI::NonNegativeNumber);
+  sub->add_option("--power", c.power, "Learning-rate policy power (inv)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--step-size", c.step_size, "Learning-rate policy step size (step)")->check(CLI::Range(1, 1 << 30));
+  sub->add_option("--batch", c.batch, "Total batch over all workers")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--workers", c.workers, "Simulated workers (in one process)")->check(CLI::Range(1, 1024));
+  sub->add_option("--steps", c.steps, "Training steps")->check(CLI::Range(1L, 1L << 31));
+  sub->add_option("--epochs", c.epochs, "Epochs (overrides --steps when > 0)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--seed", c.seed, "Seed of initialization, data order and the codec's stream");
+  sub->add_option("--threads", c.threads, "LibTorch threads per process (1 keeps runs bit-reproducible)")->check(CLI::Range(1, 256));
+  sub->add_option("--eval-every", c.eval_every, "Test accuracy every N steps (0: only at the end)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--out", c.out_dir, "Folder for steps.csv, layers.csv, evals.csv, run.json, weights.f32");
+  sub->add_flag("--save-weights", c.save_weights, "Also write the final parameters to weights.f32 in --out");
+  sub->add_flag("--progress", c.progress, "Progress bar with loss and throughput on stderr");
+  sub->add_option("--checkpoint", c.checkpoint, "Checkpoint file, written every --checkpoint-every steps and at the end");
+  sub->add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints")->check(CLI::NonNegativeNumber);
+  sub->add_option("--resume", c.resume, "Continue from this checkpoint")->check(CLI::ExistingFile);
+  sub->add_option("--timeout-s", c.timeout_s, "Bound on the rendezvous and on every collective (multi-process)")
+      ->check(CLI::Range(0.1, 86400.0));
+  sub->add_option("--external-store", c.external_store, "The store is hosted by `terngrad train-store`, not by rank 0");
+  // Set by `terngrad launch` (or by hand to start ranks one by one).
+  sub->add_option("--rank", c.rank, "Rank of this process in a multi-process run")->check(CLI::Range(0, 1023));
+  sub->add_option("--world-size", c.world_size, "Number of ranks (0: simulation in one process)")->check(CLI::Range(0, 1024));
+  sub->add_option("--master-addr", c.master_addr, "Address of the rendezvous store");
+  sub->add_option("--master-port", c.master_port, "Port of the rendezvous store")->check(CLI::Range(1, 65535));
+  // Fault injection for the tests of the multi-process error paths (hidden).
+  sub->add_option("--fault-kill-at-step", c.fault_kill_at_step)->group("");
+  sub->add_option("--fault-hang-at-step", c.fault_hang_at_step)->group("");
+  sub->add_option("--fault-rank", c.fault_rank)->group("");
+  sub->add_flag("--json", json, "Print the run summary as JSON on stdout");
+}
+
+int run_train(const tg::train::TrainConfig& c, bool json) {
+  if ((c.world_size > 0) != (c.rank >= 0))
+    throw std::invalid_argument("--rank and --world-size go together (or use `terngrad launch`)");
+  if (c.world_size > 0 && c.rank >= c.world_size)
+    throw std::invalid_argument("--rank " + std::to_string(c.rank) + " is not below --world-size " + std::to_string(c.world_size));
+  tg::train::TrainResult r = tg::train::run_training(c);
+  if (c.world_size > 0 && c.rank != 0) return 0;
+  std::uint64_t tp = 0, tf = 0, ap = 0, af = 0;
+  for (const auto& l : r.layers) {
+    ap += l.payload_bytes;
+    af += l.float_bytes;
+    if (l.ternary) tp += l.payload_bytes, tf += l.float_bytes;
+  }
+  if (json) {
+    nlohmann::json j = {{"model", c.model}, {"data", r.data_description}, {"codec", c.codec}, {"workers", r.workers},
+                        {"steps", r.steps}, {"final_test_accuracy", r.final_test_accuracy},
+                        {"payload_bytes_per_worker_step", ap}, {"float32_bytes_per_worker_step", af},
+                        {"time_s", {{"compute", r.compute_s}, {"encode", r.encode_s}, {"communicate", r.comm_s},
+                                    {"decode", r.decode_s}, {"optimizer", r.optimizer_s}, {"wall", r.wall_s}}}};
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("model %s, codec %s, %d %s, total batch %d, steps %ld..%ld, seed %llu\n", c.model.c_str(), c.codec.c_str(),
+              r.workers, c.world_size > 0 ? "ranks (c10d/Gloo)" : "simulated workers", c.batch, r.start_step, r.steps,
+              static_cast<unsigned long long>(c.seed));
+  std::printf("data: %s\n", r.data_description.c_str());
+  if (!r.evals.empty())
+    std::printf("final test accuracy %.2f%%, test loss %.4f (step %ld)\n", 100.0 * r.final_test_accuracy,
+                r.evals.back().test_loss, r.evals.back().step);
+  std::printf("bytes per worker per step: %llu (float32 %llu, %.2fx less)", static_cast<unsigned long long>(ap),
+              static_cast<unsigned long long>(af), ap ? static_cast<double>(af) / ap : 0.0);
+  if (tp) std::printf("; ternary tensors %llu (float32 %llu, %.2fx less)", static_cast<unsigned long long>(tp),
+                      static_cast<unsigned long long>(tf), static_cast<double>(tf) / tp);
+  std::printf("\ntime: compute %.2f s, encode %.3f s, communicate %.3f s, decode %.3f s, optimizer %.2f s, wall %.2f s\n",
+              r.compute_s, r.encode_s, r.comm_s, r.decode_s, r.optimizer_s, r.wall_s);
+  if (!c.out_dir.empty()) std::printf("outputs in %s\n", c.out_dir.c_str());
+  return 0;
+}
+
+}  // namespace
+
+std::vector<Command> train_commands() {
+  std::vector<Command> list;
+  {
+    auto cfg = std::make_shared<tg::train::TrainConfig>();
+    auto json = std::make_shared<bool>(false);
+    Command c;
+    c.add_fn = [cfg, json](CLI::App& app) {
+      CLI::App* sub = app.add_subcommand("train", "Train a paper net with float or TernGrad gradients (LibTorch)");
+      add_train_options(sub, *cfg, *json);
+      return sub;
+    };
+    c.run_fn = [cfg, json] { return guarded("train", [&] { return run_train(*cfg, *json); }); };
+    list.push_back(c);
+  }
+  {
+    auto opts = std::make_shared<tg::train::LaunchOptions>();
+    Command c;
+    c.add_fn = [opts](CLI::App& app) {
+      CLI::App* sub = app.add_subcommand("launch", "Start N local ranks of `terngrad train` over c10d/Gloo: launch --nproc N -- <train options>");
+      sub->add_option("--nproc", opts->nproc, "Number of ranks")->check(CLI::Range(1, 256));
+      sub->add_option("--addr", opts->addr, "Loopback address of the store");
+      sub->add_option("--port", opts->port, "Store port (0: a free one)")->check(CLI::Range(0, 65535));
+      sub->add_option("--grace-s", opts->grace_s, "After a rank fails, seconds the others get to exit before being killed")
+          ->check(CLI::Range(0.0, 86400.0));
+      sub->add_option("train_options", opts->train_args, "Options of `terngrad train`, after --");
+      return sub;
+    };
+    c.run_fn = [opts] { return guarded("launch", [&] { return tg::train::launch(*opts); }); };
+    list.push_back(c);
+  }
+  {
+    struct StoreOptions {
+      std::string addr = "127.0.0.1";
+      int port = 29500, world = 2;
+      double timeout_s = 600.0;
+    };
+    auto opts = std::make_shared<StoreOptions>();
+    Command c;
+    c.add_fn = [opts](CLI::App& app) {
+      CLI::App* sub = app.add_subcommand("train-store", "Host the rendezvous store of a multi-process run (for --external-store)");
+      sub->group("");
+      sub->add_option("--addr", opts->addr, "Address");
+      sub->add_option("--port", opts->port, "Port")->check(CLI::Range(1, 65535));
+      sub->add_option("--world-size", opts->world, "Number of ranks")->check(CLI::Range(1, 1024));
+      sub->add_option("--timeout-s", opts->timeout_s, "Serve for at most this long")->check(CLI::Range(0.1, 86400.0));
+      return sub;
+    };
+    c.run_fn = [opts] {
+      return guarded("train-store", [&] { return tg::train::run_store(opts->addr, opts->port, opts->world, opts->timeout_s); });
+    };
+    list.push_back(c);
+  }
+  return list;
+}
+
+}  // namespace tg::app

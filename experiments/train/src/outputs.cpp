@@ -1,0 +1,95 @@
+// terngrad-bench: the files a training run writes (no LibTorch): steps.csv (per step), layers.csv (per
+// ternary tensor per step), evals.csv (test curve), run.json (settings, data, totals, per-layer table)
+// and, on request, weights.f32 (final parameters, raw little-endian float32). Each is written atomically.
+#include <cstdio>
+#include <cstring>
+#include <iterator>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+#include "tg/atomic_file.hpp"
+#include "tg/train/trainer.hpp"
+
+namespace tg::train {
+
+void write_outputs(const std::string& dir, const TrainConfig& c, const TrainResult& r) {
+  std::ostringstream steps;
+  steps.precision(9);
+  steps << "step,loss,lr,compute_s,encode_s,comm_s,decode_s,optimizer_s,payload_bytes,float_bytes\n";
+  for (const auto& s : r.step_records)
+    steps << s.step << ',' << s.loss << ',' << s.lr << ',' << s.compute_s << ',' << s.encode_s << ',' << s.comm_s << ','
+          << s.decode_s << ',' << s.optimizer_s << ',' << s.payload_bytes << ',' << s.float_bytes << '\n';
+  tg::write_file_atomic(dir + "/steps.csv", steps.str());
+
+  std::ostringstream layers;
+  layers.precision(9);
+  layers << "step,layer,name,sparsity,scalar\n";
+  for (const auto& l : r.layer_records)
+    layers << l.step << ',' << l.layer << ',' << r.layers[l.layer].name << ',' << l.sparsity << ',' << l.scalar << '\n';
+  tg::write_file_atomic(dir + "/layers.csv", layers.str());
+
+  std::ostringstream evals;
+  evals.precision(9);
+  evals << "step,train_loss,test_loss,test_accuracy\n";
+  for (const auto& e : r.evals) evals << e.step << ',' << e.train_loss << ',' << e.test_loss << ',' << e.test_accuracy << '\n';
+  tg::write_file_atomic(dir + "/evals.csv", evals.str());
+
+  nlohmann::json j;
+  j["config"] = {{"model", c.model}, {"data", c.data}, {"data_dir", c.data_dir}, {"train_limit", c.train_limit},
+                 {"test_limit", c.test_limit}, {"codec", c.codec}, {"packing", c.packing}, {"layerwise", c.layerwise},
+                 {"clip", c.clip}, {"c", c.c}, {"float_below", c.float_below}, {"quantize_last", c.quantize_last},
+                 {"optimizer", c.optimizer}, {"lr", c.lr}, {"momentum", c.momentum}, {"weight_decay", c.weight_decay},
+                 {"lr_policy", c.lr_policy}, {"gamma", c.gamma}, {"power", c.power}, {"step_size", c.step_size},
+                 {"batch", c.batch}, {"workers", r.workers}, {"steps", r.steps}, {"seed", c.seed}, {"threads", c.threads},
+                 {"mode", c.world_size > 0 ? "c10d-gloo" : "simulation"}, {"resume", c.resume}};
+  j["data_description"] = r.data_description;
+  j["start_step"] = r.start_step;
+  j["steps_done"] = r.step_records.size();
+  j["time_s"] = {{"compute", r.compute_s}, {"encode", r.encode_s}, {"communicate", r.comm_s}, {"decode", r.decode_s},
+                 {"optimizer", r.optimizer_s}, {"wall", r.wall_s}};
+  j["final_test_accuracy"] = r.final_test_accuracy;
+  nlohmann::json ev = nlohmann::json::array();
+  for (const auto& e : r.evals)
+    ev.push_back({{"step", e.step}, {"train_loss", e.train_loss}, {"test_loss", e.test_loss}, {"test_accuracy", e.test_accuracy}});
+  j["evals"] = ev;
+  nlohmann::json ls = nlohmann::json::array();
+  std::uint64_t tern_payload = 0, tern_float = 0, all_payload = 0, all_float = 0;
+  for (const auto& l : r.layers) {
+    ls.push_back({{"name", l.name}, {"numel", l.numel}, {"ternary", l.ternary}, {"payload_bytes", l.payload_bytes},
+                  {"float_bytes", l.float_bytes}, {"mean_sparsity", l.mean_sparsity}, {"mean_scalar", l.mean_scalar}});
+    all_payload += l.payload_bytes;
+    all_float += l.float_bytes;
+    if (l.ternary) tern_payload += l.payload_bytes, tern_float += l.float_bytes;
+  }
+  j["layers"] = ls;
+  j["bytes_per_worker_step"] = {{"payload_all", all_payload}, {"float32_all", all_float},
+                                {"payload_ternary_layers", tern_payload}, {"float32_ternary_layers", tern_float}};
+  tg::write_file_atomic(dir + "/run.json", j.dump(2) + "\n");
+
+  if (!c.save_weights) return;
+  std::string w(r.final_weights.size() * sizeof(float), '\0');
+  for (std::size_t i = 0; i < r.final_weights.size(); ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &r.final_weights[i], 4);
+    for (int b = 0; b < 4; ++b) w[4 * i + b] = static_cast<char>(bits >> (8 * b));
+  }
+  tg::write_file_atomic(dir + "/weights.f32", w);
+}
+
+std::vector<float> read_weights_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open weights file " + path);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() % 4 != 0) throw std::runtime_error(path + ": size " + std::to_string(bytes.size()) + " is not a multiple of 4");
+  std::vector<float> out(bytes.size() / 4);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::uint32_t bits = 0;
+    for (int b = 3; b >= 0; --b) bits = (bits << 8) | static_cast<unsigned char>(bytes[4 * i + b]);
+    std::memcpy(&out[i], &bits, 4);
+  }
+  return out;
+}
+
+}  // namespace tg::train

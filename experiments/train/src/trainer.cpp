@@ -1,0 +1,525 @@
+// terngrad-bench: the training loop (LibTorch): data, model, per-worker gradients, the TernGrad
+// exchange (simulated workers or c10d/Gloo ranks), optimizer, evaluation, checkpoints, outputs.
+// Entry point: tg::train::run_training (trainer.hpp); `terngrad train --help` lists the options.
+#include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+#include "gloo_transport.hpp"
+#include "models.hpp"
+#include "tg/atomic_file.hpp"
+#include "tg/train/data.hpp"
+#include "tg/train/exchange.hpp"
+#include "tg/train/trainer.hpp"
+
+namespace tg::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::uint64_t mix64(std::uint64_t x) {  // splitmix64 finalizer: per-sample augmentation draws
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+enum class Prep { scale01, cifar, imagenet };
+
+struct Dataset {
+  ImageSet train, test;
+  Prep prep = Prep::scale01;
+  int pad = 0;       // cifar: zero padding on each side before cropping
+  int crop = 24;     // cifar: crop size
+  std::string description;
+};
+
+bool is_imagenet_model(const std::string& m) { return m == "alexnet" || m == "googlenet" || m == "vgga"; }
+
+Dataset load_data(const TrainConfig& c) {
+  Dataset d;
+  if (is_imagenet_model(c.model) && c.data != "synthetic")
+    throw std::invalid_argument("model " + c.model + " runs on synthetic ImageNet-shaped data only (--data synthetic)");
+  if (c.data == "fashion-mnist" || c.data == "mnist") {
+    std::string dir = c.data_dir.empty() ? std::string(kFashionMnistDir) : c.data_dir;
+    if (c.data == "mnist" && c.data_dir.empty()) throw std::invalid_argument("--data mnist needs --data-dir");
+    d.train = load_mnist_dir(dir, true, c.train_limit);
+    d.test = load_mnist_dir(dir, false, c.test_limit);
+  } else if (c.data == "cifar10") {
+    if (c.data_dir.empty()) throw std::invalid_argument("--data cifar10 needs --data-dir (a cifar-10-batches-bin folder)");
+    d.train = load_cifar10_dir(c.data_dir, true, c.train_limit);
+    d.test = load_cifar10_dir(c.data_dir, false, c.test_limit);
+  } else if (c.data == "synthetic") {
+    std::size_t n = std::max<std::size_t>(2 * static_cast<std::size_t>(c.batch), c.train_limit);
+    if (is_imagenet_model(c.model)) {
+      ModelInput in = imagenet_input(c.model);
+      d.train = synthetic_images(n, in.channels, in.height, in.width, in.classes, c.seed);
+      d.test = synthetic_images(std::max<std::size_t>(c.test_limit, 8), in.channels, in.height, in.width, in.classes, c.seed + 1);
+    } else {
+      int ch = c.model == "cifarnet" ? 3 : 1, hw = c.model == "cifarnet" ? 32 : 28;
+      d.train = synthetic_images(n, ch, hw, hw, 10, c.seed);
+      d.test = synthetic_images(std::max<std::size_t>(c.test_limit, 64), ch, hw, hw, 10, c.seed + 1);
+    }
+  } else {
+    throw std::invalid_argument("data '" + c.data + "' is not one of: fashion-mnist, mnist, cifar10, synthetic");
+  }
+  if (d.train.count == 0 || d.test.count == 0) throw std::invalid_argument("empty training or test set");
+  std::string how;
+  if (is_imagenet_model(c.model)) {
+    d.prep = Prep::imagenet;
+    how = "pixels/255 - 0.5";
+  } else if (c.model == "cifarnet") {
+    d.prep = Prep::cifar;
+    d.pad = d.train.height < 32 ? (32 - d.train.height) / 2 : 0;
+    if (d.train.height + 2 * d.pad < d.crop || d.train.width + 2 * d.pad < d.crop)
+      throw std::invalid_argument("cifarnet needs images of at least 24x24");
+    how = "zero-padded by " + std::to_string(d.pad) + " to " + std::to_string(d.train.height + 2 * d.pad) +
+          " px, random 24x24 crop and horizontal flip (train) / center crop (test), per-image standardization";
+  } else {
+    d.prep = Prep::scale01;
+    how = "pixels/255";
+  }
+  d.description = "train: " + d.train.source + "; test: " + d.test.source + "; preprocessing: " + how;
+  return d;
+}
+
+ModelInput model_input(const TrainConfig& c, const Dataset& d) {
+  if (d.prep == Prep::imagenet) return imagenet_input(c.model);
+  if (d.prep == Prep::cifar) return {d.train.channels, d.crop, d.crop, d.train.classes};
+  return {d.train.channels, d.train.height, d.train.width, d.train.classes};
+}
+
+// Images `positions` (global positions within the step's batch) of `set`, preprocessed.
+torch::Tensor make_images(const Dataset& d, const ImageSet& set, const std::vector<std::size_t>& idx,
+                          const std::vector<std::size_t>& salt, bool train, std::uint64_t seed) {
+  const int C = set.channels, H = set.height, W = set.width;
+  if (d.prep != Prep::cifar) {
+    auto x = torch::empty({static_cast<long>(idx.size()), C, H, W}, torch::kFloat32);
+    float* out = x.data_ptr<float>();
+    std::size_t n = set.image_bytes();
+    float shift = d.prep == Prep::imagenet ? 0.5f : 0.0f;
+    for (std::size_t i = 0; i < idx.size(); ++i) {
+      const std::uint8_t* p = set.pixels.data() + idx[i] * n;
+      for (std::size_t k = 0; k < n; ++k) out[i * n + k] = static_cast<float>(p[k]) / 255.0f - shift;
+    }
+    return x;
+  }
+  const int S = d.crop, PH = H + 2 * d.pad, PW = W + 2 * d.pad;
+  auto x = torch::empty({static_cast<long>(idx.size()), C, S, S}, torch::kFloat32);
+  float* out = x.data_ptr<float>();
+  std::size_t per = static_cast<std::size_t>(C) * S * S;
+  for (std::size_t i = 0; i < idx.size(); ++i) {
+    int oy = (PH - S) / 2, ox = (PW - S) / 2;
+    bool flip = false;
+    if (train) {
+      std::uint64_t h = mix64(seed ^ mix64(salt[i]));
+      oy = static_cast<int>(h % static_cast<std::uint64_t>(PH - S + 1));
+      ox = static_cast<int>((h >> 20) % static_cast<std::uint64_t>(PW - S + 1));
+      flip = ((h >> 40) & 1u) != 0;
+    }
+    const std::uint8_t* p = set.pixels.data() + idx[i] * set.image_bytes();
+    float* o = out + i * per;
+    double sum = 0.0, sumsq = 0.0;
+    for (int ch = 0; ch < C; ++ch)
+      for (int y = 0; y < S; ++y)
+        for (int xx = 0; xx < S; ++xx) {
+          int sy = oy + y - d.pad, sx = ox + (flip ? S - 1 - xx : xx) - d.pad;
+          float v = (sy >= 0 && sy < H && sx >= 0 && sx < W) ? static_cast<float>(p[(ch * H + sy) * W + sx]) : 0.0f;
+          o[(ch * S + y) * S + xx] = v;
+          sum += v;
+          sumsq += static_cast<double>(v) * v;
+        }
+    // tf.image.per_image_standardization: (x - mean) / max(std, 1/sqrt(N)).
+    double mean = sum / static_cast<double>(per);
+    double sd = std::sqrt(std::max(0.0, sumsq / static_cast<double>(per) - mean * mean));
+    double adj = std::max(sd, 1.0 / std::sqrt(static_cast<double>(per)));
+    for (std::size_t k = 0; k < per; ++k) o[k] = static_cast<float>((o[k] - mean) / adj);
+  }
+  return x;
+}
+
+torch::Tensor make_labels(const ImageSet& set, const std::vector<std::size_t>& idx) {
+  auto y = torch::empty({static_cast<long>(idx.size())}, torch::kInt64);
+  auto* out = y.data_ptr<std::int64_t>();
+  for (std::size_t i = 0; i < idx.size(); ++i) out[i] = set.labels[idx[i]];
+  return y;
+}
+
+// Sample order: epoch e is a permutation of the training set drawn from (seed, e); the step's global
+// batch is positions [step*B, step*B + B) of the concatenated epochs. Depends only on (seed, step).
+class Sampler {
+ public:
+  Sampler(std::size_t n, std::uint64_t seed) : n_(n), seed_(seed) {}
+  std::size_t at(std::uint64_t pos) {
+    std::uint64_t e = pos / n_;
+    if (e != epoch_ || perm_.empty()) {
+      epoch_ = e;
+      perm_.resize(n_);
+      std::iota(perm_.begin(), perm_.end(), std::size_t{0});
+      std::mt19937_64 rng(mix64(seed_ ^ mix64(e + 0x5151)));
+      for (std::size_t i = n_ - 1; i > 0; --i) std::swap(perm_[i], perm_[rng() % (i + 1)]);  // Fisher-Yates
+    }
+    return perm_[pos % n_];
+  }
+
+ private:
+  std::size_t n_;
+  std::uint64_t seed_;
+  std::uint64_t epoch_ = 0;
+  std::vector<std::size_t> perm_;
+};
+
+double learning_rate(const TrainConfig& c, long step) {
+  if (c.lr_policy == "fixed") return c.lr;
+  if (c.lr_policy == "inv") return c.lr * std::pow(1.0 + c.gamma * static_cast<double>(step), -c.power);
+  if (c.lr_policy == "step") return c.lr * std::pow(c.gamma, std::floor(static_cast<double>(step) / c.step_size));
+  throw std::invalid_argument("lr policy '" + c.lr_policy + "' is not one of: fixed, inv, step");
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<torch::Tensor> params) {
+  if (c.optimizer == "sgd" || c.optimizer == "momentum") {
+    auto o = torch::optim::SGDOptions(c.lr).weight_decay(c.weight_decay).momentum(c.optimizer == "sgd" ? 0.0 : c.momentum);
+    return std::make_unique<torch::optim::SGD>(params, o);
+  }
+  if (c.optimizer == "adam") {
+    auto o = torch::optim::AdamOptions(c.lr).betas({c.adam_beta1, c.adam_beta2}).eps(c.adam_eps).weight_decay(c.weight_decay);
+    return std::make_unique<torch::optim::Adam>(params, o);
+  }
+  throw std::invalid_argument("optimizer '" + c.optimizer + "' is not one of: sgd, momentum, adam");
+}
+
+std::string fingerprint(const TrainConfig& c, int workers) {
+  std::ostringstream s;
+  s << c.model << '|' << c.data << '|' << c.train_limit << '|' << c.codec << '|' << c.packing << '|' << c.layerwise << '|'
+    << c.clip << '|' << c.c << '|' << c.float_below << '|' << c.quantize_last << '|' << c.optimizer << '|' << c.lr << '|'
+    << c.momentum << '|' << c.weight_decay << '|' << c.lr_policy << '|' << c.gamma << '|' << c.power << '|' << c.step_size
+    << '|' << c.batch << '|' << workers << '|' << c.seed;
+  return s.str();
+}
+
+std::uint64_t hash_weights(const std::vector<float>& w) {
+  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the bytes
+  const auto* p = reinterpret_cast<const unsigned char*>(w.data());
+  for (std::size_t i = 0; i < w.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  return h;
+}
+
+std::vector<float> flat_weights(Net& model) {
+  std::vector<float> out;
+  for (const auto& p : model.parameters()) {
+    auto c = p.detach().contiguous();
+    const float* d = c.data_ptr<float>();
+    out.insert(out.end(), d, d + c.numel());
+  }
+  return out;
+}
+
+struct Evaluation {
+  double loss = 0.0, accuracy = 0.0;
+};
+
+Evaluation evaluate(Net& model, const Dataset& d) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  double loss = 0.0;
+  std::size_t correct = 0;
+  const std::size_t chunk = 500;
+  for (std::size_t start = 0; start < d.test.count; start += chunk) {
+    std::vector<std::size_t> idx;
+    for (std::size_t i = start; i < std::min(d.test.count, start + chunk); ++i) idx.push_back(i);
+    auto x = make_images(d, d.test, idx, idx, false, 0);
+    auto y = make_labels(d.test, idx);
+    auto logits = model.forward(x);
+    loss += torch::nn::functional::cross_entropy(logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                .item<double>();
+    correct += static_cast<std::size_t>(logits.argmax(1).eq(y).sum().item<std::int64_t>());
+  }
+  model.train();
+  return {loss / static_cast<double>(d.test.count), static_cast<double>(correct) / static_cast<double>(d.test.count)};
+}
+
+void save_checkpoint(const std::string& path, Net& model, torch::optim::Optimizer& opt, long step, const std::string& fp) {
+  torch::serialize::OutputArchive ar;
+  model.save(ar);
+  torch::serialize::OutputArchive opt_ar;
+  opt.save(opt_ar);
+  ar.write("optimizer", opt_ar);
+  ar.write("step", c10::IValue(static_cast<std::int64_t>(step)));
+  ar.write("fingerprint", c10::IValue(fp));
+  std::ostringstream os;
+  ar.save_to(os);
+  tg::write_file_atomic(path, os.str());
+}
+
+long load_checkpoint(const std::string& path, Net& model, torch::optim::Optimizer& opt, const std::string& fp) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::invalid_argument("cannot open checkpoint " + path);
+  torch::serialize::InputArchive ar;
+  try {
+    ar.load_from(in);
+  } catch (const c10::Error& e) {
+    throw std::invalid_argument("checkpoint " + path + " is not readable: " + e.what_without_backtrace());
+  }
+  c10::IValue v;
+  if (!ar.try_read("fingerprint", v) || !v.isString())
+    throw std::invalid_argument("checkpoint " + path + " has no run fingerprint");
+  if (v.toStringRef() != fp)
+    throw std::invalid_argument("checkpoint " + path + " was written by a run with other settings (" + v.toStringRef() +
+                                "), this run is (" + fp + ")");
+  try {
+    model.load(ar);
+    torch::serialize::InputArchive opt_ar;
+    ar.read("optimizer", opt_ar);
+    opt.load(opt_ar);
+  } catch (const c10::Error& e) {
+    throw std::invalid_argument("checkpoint " + path + " does not match the model: " + e.what_without_backtrace());
+  }
+  if (!ar.try_read("step", v) || !v.isInt()) throw std::invalid_argument("checkpoint " + path + " has no step");
+  return static_cast<long>(v.toInt());
+}
+
+void progress_bar(long step, long total, double loss, double acc, double img_per_s) {
+  char buf[200];
+  int width = 30, filled = total > 0 ? static_cast<int>(width * step / total) : width;
+  std::string bar(static_cast<std::size_t>(filled), '#');
+  bar.resize(static_cast<std::size_t>(width), '.');
+  std::snprintf(buf, sizeof buf, "\r[%s] %ld/%ld  loss %.4f  test acc %s  %.0f img/s   ", bar.c_str(), step, total, loss,
+                acc >= 0 ? (std::to_string(100.0 * acc).substr(0, 5) + "%").c_str() : "-", img_per_s);
+  std::fputs(buf, stderr);
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+std::vector<std::string> model_names() { return {"lenet", "cifarnet", "alexnet", "googlenet", "vgga"}; }
+
+TrainResult run_training(const TrainConfig& c) {
+  auto wall0 = Clock::now();
+  const bool distributed = c.world_size > 0;
+  const int workers = distributed ? c.world_size : c.workers;
+  if (workers < 1) throw std::invalid_argument("workers must be at least 1");
+  if (c.batch < 1 || c.batch % workers != 0)
+    throw std::invalid_argument("total batch " + std::to_string(c.batch) + " is not a positive multiple of " +
+                                std::to_string(workers) + " workers");
+  if (c.threads < 1) throw std::invalid_argument("threads must be at least 1");
+  torch::set_num_threads(c.threads);
+  learning_rate(c, 0);  // validates the policy before any work
+
+  Dataset data = load_data(c);
+  torch::manual_seed(c.seed);
+  std::shared_ptr<Net> model = make_model(c.model, model_input(c, data));
+  model->train();
+
+  std::vector<torch::Tensor> params;
+  std::vector<LayerInfo> layers;
+  std::vector<std::string> module_of;
+  for (const auto& item : model->named_parameters()) {
+    params.push_back(item.value());
+    layers.push_back({item.key(), static_cast<std::size_t>(item.value().numel())});
+    module_of.push_back(item.key().substr(0, item.key().rfind('.')));
+  }
+  std::size_t last_from = layers.size();
+  while (last_from > 0 && module_of[last_from - 1] == module_of.back()) --last_from;
+
+  ExchangeOptions xo;
+  xo.codec = parse_grad_codec(c.codec);
+  xo.params.clip = parse_clip_mode(c.clip.c_str());
+  xo.params.c = c.c;
+  xo.params.packing = parse_packing(c.packing.c_str());
+  xo.params.float_below = c.float_below;
+  xo.layerwise = c.layerwise;
+  xo.quantize_last = c.quantize_last;
+  xo.last_layer_from = last_from;
+  xo.seed = c.seed;
+  std::shared_ptr<const Codec> codec(make_optimized_codec(1));
+  GradientExchange exchange(layers, xo, codec);
+
+  auto optimizer = make_optimizer(c, params);
+  const std::string fp = fingerprint(c, workers);
+  long total = c.steps;
+  if (c.epochs > 0) total = static_cast<long>(std::ceil(c.epochs * static_cast<double>(data.train.count) / c.batch));
+  if (total < 1) throw std::invalid_argument("steps must be at least 1");
+  long start = 0;
+  if (!c.resume.empty()) start = load_checkpoint(c.resume, *model, *optimizer, fp);
+  if (start > total)
+    throw std::invalid_argument("checkpoint is at step " + std::to_string(start) + ", beyond the run's " + std::to_string(total));
+
+  std::unique_ptr<Transport> transport;
+  if (distributed) {
+    RendezvousOptions ro;
+    ro.addr = c.master_addr;
+    ro.port = c.master_port;
+    ro.rank = c.rank;
+    ro.world_size = c.world_size;
+    ro.external_store = c.external_store;
+    ro.timeout_s = c.timeout_s;
+    transport = make_gloo_transport(ro);
+  }
+  const bool leader = !distributed || c.rank == 0;
+
+  TrainResult r;
+  r.data_description = data.description;
+  r.start_step = start;
+  r.steps = total;
+  r.workers = workers;
+  for (const auto& l : layers) r.layers.push_back({l.name, l.numel, false, 0, 0, 0.0, 0.0});
+  Sampler sampler(data.train.count, c.seed);
+  const int shard = c.batch / workers;
+  double loss_since_eval = 0.0;
+  long steps_since_eval = 0;
+  double last_acc = -1.0;
+  auto bar_time = Clock::now();
+  long images_since_bar = 0;
+
+  auto write_now = [&] {
+    if (leader && !c.out_dir.empty()) {
+      r.final_weights = flat_weights(*model);
+      r.wall_s = seconds_since(wall0);
+      write_outputs(c.out_dir, c, r);
+    }
+  };
+  auto do_eval = [&](long step) {
+    if (!leader) return;
+    Evaluation e = evaluate(*model, data);
+    r.evals.push_back({step, steps_since_eval ? loss_since_eval / steps_since_eval : 0.0, e.loss, e.accuracy});
+    loss_since_eval = 0.0;
+    steps_since_eval = 0;
+    last_acc = e.accuracy;
+  };
+
+  for (long step = start; step < total; ++step) {
+    if (distributed && (c.fault_rank < 0 || c.fault_rank == c.rank)) {
+      if (step == c.fault_kill_at_step) std::raise(SIGKILL);
+      if (step == c.fault_hang_at_step)
+        for (;;) ::pause();
+    }
+    StepRecord rec;
+    rec.step = step;
+    rec.lr = learning_rate(c, step);
+    for (auto& g : optimizer->param_groups()) g.options().set_lr(rec.lr);
+
+    auto t0 = Clock::now();
+    int first = distributed ? c.rank : 0, last = distributed ? c.rank + 1 : workers;
+    std::vector<std::vector<std::vector<float>>> grads;
+    std::vector<float> losses;
+    for (int w = first; w < last; ++w) {
+      std::vector<std::size_t> idx, salt;
+      for (int i = 0; i < shard; ++i) {
+        std::uint64_t pos = static_cast<std::uint64_t>(step) * c.batch + static_cast<std::uint64_t>(w * shard + i);
+        idx.push_back(sampler.at(pos));
+        salt.push_back(pos);
+      }
+      auto x = make_images(data, data.train, idx, salt, true, c.seed);
+      auto y = make_labels(data.train, idx);
+      model->zero_grad();
+      auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+      loss.backward();
+      losses.push_back(loss.item<float>());
+      std::vector<std::vector<float>> g;
+      for (const auto& p : params) {
+        std::vector<float> v(static_cast<std::size_t>(p.numel()), 0.0f);
+        if (p.grad().defined()) {
+          auto gc = p.grad().contiguous();
+          std::memcpy(v.data(), gc.data_ptr<float>(), v.size() * sizeof(float));
+        }
+        g.push_back(std::move(v));
+      }
+      grads.push_back(std::move(g));
+    }
+    rec.compute_s = seconds_since(t0);
+
+    StepStats st;
+    std::vector<std::vector<float>> avg;
+    auto spans_of = [](const std::vector<std::vector<float>>& g) {
+      std::vector<std::span<const float>> s;
+      for (const auto& v : g) s.emplace_back(v);
+      return s;
+    };
+    if (distributed) {
+      avg = exchange.exchange(spans_of(grads[0]), losses[0], *transport, static_cast<std::uint32_t>(step), &st);
+    } else {
+      std::vector<std::vector<std::span<const float>>> all;
+      for (const auto& g : grads) all.push_back(spans_of(g));
+      avg = exchange.simulate(all, losses, static_cast<std::uint32_t>(step), &st);
+    }
+    auto to = Clock::now();
+    for (std::size_t t = 0; t < params.size(); ++t) {
+      auto src = torch::from_blob(avg[t].data(), params[t].sizes(), torch::kFloat32);
+      if (!params[t].grad().defined()) params[t].mutable_grad() = torch::zeros_like(params[t]);
+      params[t].mutable_grad().copy_(src);
+    }
+    optimizer->step();
+    rec.optimizer_s = seconds_since(to);
+    rec.encode_s = st.encode_s;
+    rec.comm_s = st.comm_s;
+    rec.decode_s = st.decode_s;
+    rec.payload_bytes = st.payload_bytes();
+    rec.float_bytes = st.float_bytes();
+    double loss_sum = 0.0;
+    for (float l : st.worker_losses) loss_sum += l;
+    rec.loss = loss_sum / static_cast<double>(st.worker_losses.size());
+    if (!std::isfinite(rec.loss))
+      throw std::runtime_error("training diverged: loss is " + std::to_string(rec.loss) + " at step " + std::to_string(step));
+    loss_since_eval += rec.loss;
+    ++steps_since_eval;
+    r.compute_s += rec.compute_s;
+    r.encode_s += rec.encode_s;
+    r.comm_s += rec.comm_s;
+    r.decode_s += rec.decode_s;
+    r.optimizer_s += rec.optimizer_s;
+    r.step_records.push_back(rec);
+    for (std::size_t t = 0; t < st.layers.size(); ++t) {
+      const LayerStats& ls = st.layers[t];
+      LayerSummary& sum = r.layers[t];
+      sum.ternary = ls.ternary;
+      sum.payload_bytes = ls.payload_bytes;
+      sum.float_bytes = ls.float_bytes;
+      sum.mean_sparsity += ls.sparsity;
+      sum.mean_scalar += ls.scalar;
+      if (ls.ternary) r.layer_records.push_back({step, static_cast<std::uint32_t>(t), ls.sparsity, ls.scalar});
+    }
+
+    long done = step + 1;
+    bool eval_now = done == total || (c.eval_every > 0 && done % c.eval_every == 0);
+    if (eval_now) do_eval(done);
+    if (!c.checkpoint.empty() && leader && (done == total || (c.checkpoint_every > 0 && done % c.checkpoint_every == 0)))
+      save_checkpoint(c.checkpoint, *model, *optimizer, done, fp);
+    if (eval_now && done != total) {
+      long n = static_cast<long>(r.step_records.size());
+      for (auto& l : r.layers) l.mean_sparsity /= static_cast<double>(n), l.mean_scalar /= static_cast<double>(n);
+      write_now();
+      for (auto& l : r.layers) l.mean_sparsity *= static_cast<double>(n), l.mean_scalar *= static_cast<double>(n);
+    }
+    images_since_bar += c.batch;
+    if (c.progress && leader && (seconds_since(bar_time) > 0.5 || done == total)) {
+      progress_bar(done, total, rec.loss, last_acc, images_since_bar / seconds_since(bar_time));
+      bar_time = Clock::now();
+      images_since_bar = 0;
+    }
+  }
+  if (c.progress && leader) std::fputs("\n", stderr);
+  long n = static_cast<long>(r.step_records.size());
+  if (n > 0)
+    for (auto& l : r.layers) l.mean_sparsity /= static_cast<double>(n), l.mean_scalar /= static_cast<double>(n);
+  if (r.evals.empty() && leader) do_eval(total);
+  r.final_test_accuracy = leader && !r.evals.empty() ? r.evals.back().test_accuracy : 0.0;
+  r.final_weights = flat_weights(*model);
+  if (distributed && !ranks_agree(*transport, hash_weights(r.final_weights)))
+    throw std::runtime_error("rank " + std::to_string(c.rank) + ": the ranks' final weights differ (non-deterministic gradients?)");
+  r.wall_s = seconds_since(wall0);
+  if (leader && !c.out_dir.empty()) write_outputs(c.out_dir, c, r);
+  return r;
+}
+
+}  // namespace tg::train

@@ -1,0 +1,119 @@
+// terngrad-bench: smoke test of LeNet training on a subset of Fashion-MNIST: float and TernGrad with 2
+// simulated workers learn; a resumed run ends with the uninterrupted run's weights; 2 c10d/Gloo ranks
+// started by `terngrad launch` end with the simulation's weights. Run: ctest -R tg_train_smoke_test
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+
+#include "tg/train/data.hpp"
+#include "tg/train/trainer.hpp"
+
+namespace fs = std::filesystem;
+using tg::train::TrainConfig;
+
+namespace {
+
+bool have_data() {
+  return fs::exists(std::string(tg::train::kFashionMnistDir) + "/train-images-idx3-ubyte.gz");
+}
+
+TrainConfig small_lenet(const std::string& codec, long steps) {
+  TrainConfig c;
+  c.model = "lenet";
+  c.codec = codec;
+  c.workers = 2;
+  c.batch = 64;
+  c.steps = steps;
+  c.train_limit = 8192;
+  c.test_limit = 1000;
+  c.eval_every = 0;
+  c.seed = 3;
+  return c;
+}
+
+double mean_loss(const tg::train::TrainResult& r, std::size_t from, std::size_t to) {
+  double s = 0.0;
+  for (std::size_t i = from; i < to; ++i) s += r.step_records[i].loss;
+  return s / static_cast<double>(to - from);
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("tg_train_smoke_" + std::to_string(::getpid())) / name;
+  fs::create_directories(d);
+  return d;
+}
+
+}  // namespace
+
+// Deterministic runs (fixed seed, one thread), so these are regression checks, not statistical tests.
+// Margins: chance is 10% on 10 classes; LeNet after 120 steps of batch 64 reaches about 70% on
+// Fashion-MNIST, and a broken exchange (wrong sign, sum instead of mean, no update) stays near 10%
+// or diverges. The 1000 test images give a binomial standard error below 1.6 points.
+TEST(TrainSmoke, FloatAndTernGradLearnLeNet) {
+  if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  for (const char* codec : {"float", "terngrad"}) {
+    auto r = tg::train::run_training(small_lenet(codec, 120));
+    ASSERT_EQ(r.step_records.size(), 120u);
+    double early = mean_loss(r, 0, 10), late = mean_loss(r, 100, 120);
+    EXPECT_LT(late, 0.6 * early) << codec << ": loss " << early << " -> " << late;
+    EXPECT_GT(r.final_test_accuracy, 0.5) << codec;
+    if (std::string(codec) == "terngrad") {
+      // LeNet's big tensors travel at 2 bits per element plus a 32-byte header.
+      for (const auto& l : r.layers) {
+        EXPECT_TRUE(l.ternary) << l.name;
+        EXPECT_EQ(l.payload_bytes, 32 + (l.numel + 3) / 4) << l.name;
+        EXPECT_GT(l.mean_sparsity, 0.0) << l.name;
+      }
+    }
+    std::printf("%s: loss %.3f -> %.3f, test accuracy %.1f%% on %s\n", codec, early, late, 100 * r.final_test_accuracy,
+                r.data_description.c_str());
+  }
+}
+
+TEST(TrainSmoke, ResumedRunEqualsUninterruptedRun) {
+  if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  fs::path d = temp_dir("resume");
+  TrainConfig full = small_lenet("terngrad", 30);
+  auto a = tg::train::run_training(full);
+
+  TrainConfig first = small_lenet("terngrad", 30);
+  first.steps = 15;
+  first.checkpoint = (d / "ckpt.pt").string();
+  tg::train::run_training(first);
+  TrainConfig second = small_lenet("terngrad", 30);
+  second.resume = (d / "ckpt.pt").string();
+  auto c = tg::train::run_training(second);
+  EXPECT_EQ(c.start_step, 15);
+  ASSERT_EQ(a.final_weights.size(), c.final_weights.size());
+  EXPECT_EQ(0, std::memcmp(a.final_weights.data(), c.final_weights.data(), 4 * a.final_weights.size()));
+
+  // A checkpoint from other settings is refused with a message, not silently used.
+  TrainConfig other = small_lenet("float", 30);
+  other.resume = (d / "ckpt.pt").string();
+  EXPECT_THROW(tg::train::run_training(other), std::invalid_argument);
+  fs::remove_all(d.parent_path());
+}
+
+TEST(TrainSmoke, TwoGlooRanksMatchTheSimulation) {
+  if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  fs::path d = temp_dir("gloo");
+  for (const char* codec : {"terngrad", "float"}) {
+    TrainConfig c = small_lenet(codec, 20);
+    auto sim = tg::train::run_training(c);
+    fs::path out = d / codec;
+    std::string cmd = std::string("timeout 120 ") + TG_TERNGRAD_EXE +
+                      " launch --nproc 2 --grace-s 10 -- --model lenet --codec " + codec +
+                      " --batch 64 --steps 20 --train-limit 8192 --test-limit 1000 --eval-every 0 --seed 3"
+                      " --timeout-s 60 --save-weights --out " + out.string() + " > " + (d / "log.txt").string() + " 2>&1";
+    int rc = std::system(cmd.c_str());
+    ASSERT_EQ(rc, 0) << cmd << "\n(see " << (d / "log.txt").string() << ")";
+    auto w = tg::train::read_weights_file((out / "weights.f32").string());
+    ASSERT_EQ(w.size(), sim.final_weights.size());
+    EXPECT_EQ(0, std::memcmp(w.data(), sim.final_weights.data(), 4 * w.size())) << codec;
+  }
+  fs::remove_all(d.parent_path());
+}
