@@ -205,14 +205,16 @@ Aggregate aggregate(const Codec& codec, const std::vector<std::span<const std::u
   if (payloads.empty()) throw Error(ErrorCode::invalid_argument, "aggregate of zero payloads");
   Aggregate agg;
   Header first;
-  std::vector<std::int8_t> trits;
+  std::vector<std::int8_t> trits;  // one buffer for every worker
   for (std::size_t w = 0; w < payloads.size(); ++w) {
-    Header h;
-    trits = decode_trits(codec, payloads[w], &h);
+    Header h = parse_header(payloads[w]);
+    if (h.packing == Packing::float32)
+      throw Error(ErrorCode::bad_packing, "payload " + std::to_string(w) + " carries float32 values, not trits");
     if (w == 0) {
       first = h;
       agg.scalar = h.scalar;
       agg.sums.assign(h.count, 0);
+      trits.resize(h.count);
     } else if (std::memcmp(&h.scalar, &first.scalar, 4) != 0 || h.count != first.count ||
                h.tensor != first.tensor) {
       throw Error(ErrorCode::scalar_mismatch,
@@ -222,13 +224,20 @@ Aggregate aggregate(const Codec& codec, const std::vector<std::span<const std::u
                       std::to_string(first.count) + " elements, scalar " +
                       std::to_string(first.scalar) + "): encode with a shared scalar");
     }
-    for (std::size_t k = 0; k < trits.size(); ++k) agg.sums[k] += trits[k];
+    codec.unpack(h.packing, payloads[w].subspan(kHeaderBytes), trits);
+    std::int32_t* sums = agg.sums.data();
+    const std::int8_t* t = trits.data();
+    for (std::size_t k = 0; k < trits.size(); ++k) sums[k] += t[k];
   }
   agg.workers = static_cast<std::uint32_t>(payloads.size());
   agg.mean.resize(agg.sums.size());
+  // mean = (float)((double)s * sum / N); a sum takes only 2N+1 values, so tabulate them once
   double n = static_cast<double>(agg.workers);
-  for (std::size_t k = 0; k < agg.sums.size(); ++k)
-    agg.mean[k] = static_cast<float>(static_cast<double>(agg.scalar) * agg.sums[k] / n);
+  std::vector<float> value_of(2 * agg.workers + 1);
+  for (std::int64_t v = -static_cast<std::int64_t>(agg.workers); v <= agg.workers; ++v)
+    value_of[v + agg.workers] = static_cast<float>(static_cast<double>(agg.scalar) * static_cast<double>(v) / n);
+  const float* table = value_of.data() + agg.workers;
+  for (std::size_t k = 0; k < agg.sums.size(); ++k) agg.mean[k] = table[agg.sums[k]];
   return agg;
 }
 

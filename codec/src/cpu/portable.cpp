@@ -140,9 +140,43 @@ std::size_t decode_base3_range(const std::uint8_t* body, std::size_t n, std::siz
   return kNoBadIndex;
 }
 
+namespace {
+// Trits of every byte value as 4 (2bit) or 5 (base3) int8 in one word, for byte-at-a-time unpacking.
+struct UnpackTables {
+  std::array<std::uint32_t, 256> two_bit{};
+  std::array<std::uint64_t, 243> base3{};
+};
+const UnpackTables& unpack_tables() {
+  static const UnpackTables t = [] {
+    UnpackTables u;
+    for (unsigned b = 0; b < 256; ++b) {
+      std::int8_t trits[4];
+      for (unsigned m = 0; m < 4; ++m) trits[m] = static_cast<std::int8_t>(trit_of_code((b >> (2 * m)) & 3u));
+      std::memcpy(&u.two_bit[b], trits, 4);
+    }
+    for (unsigned b = 0; b < 243; ++b) {
+      std::int8_t trits[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      unsigned v = b;
+      for (unsigned m = 0; m < 5; ++m, v /= 3) trits[m] = static_cast<std::int8_t>(trit_of_code(static_cast<std::uint8_t>(v % 3)));
+      std::memcpy(&u.base3[b], trits, 8);
+    }
+    return u;
+  }();
+  return t;
+}
+}  // namespace
+
 std::size_t unpack_2bit_range(const std::uint8_t* body, std::size_t n, std::size_t b0, std::size_t b1,
                               std::int8_t* trits) {
-  for (std::size_t j = b0; j < b1; ++j) {
+  const UnpackTables& t = unpack_tables();
+  std::size_t full = std::min(b1, n / 4);  // bytes holding 4 elements
+  std::size_t j = b0;
+  for (; j < full; ++j) {
+    std::uint8_t byte = body[j];
+    if ((byte & (byte >> 1)) & 0x55) return j;  // some code is 11
+    std::memcpy(trits + 4 * j, &t.two_bit[byte], 4);
+  }
+  for (; j < b1; ++j) {  // the last, partly used byte
     std::uint8_t byte = body[j];
     if (decode_table().bad[byte] || bad_2bit_padding(byte, n, j)) return j;
     std::size_t stop = std::min<std::size_t>(n, 4 * j + 4);
@@ -154,7 +188,15 @@ std::size_t unpack_2bit_range(const std::uint8_t* body, std::size_t n, std::size
 
 std::size_t unpack_base3_range(const std::uint8_t* body, std::size_t n, std::size_t b0, std::size_t b1,
                                std::int8_t* trits) {
-  for (std::size_t j = b0; j < b1; ++j) {
+  const UnpackTables& t = unpack_tables();
+  std::size_t full = std::min(b1, n / 5);  // bytes holding 5 elements
+  std::size_t j = b0;
+  for (; j < full; ++j) {
+    unsigned v = body[j];
+    if (v > kBase3MaxByte) return j;
+    std::memcpy(trits + 5 * j, &t.base3[v], 5);
+  }
+  for (; j < b1; ++j) {  // the last, partly used byte
     unsigned v = body[j];
     if (v > kBase3MaxByte) return j;
     for (std::size_t m = 0; m < 5; ++m, v /= 3) {
