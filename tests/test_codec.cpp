@@ -14,18 +14,7 @@ namespace {
 
 const std::vector<std::size_t> kEdgeSizes = {0, 1, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 1000003};
 
-std::vector<tg::Params> all_params() {
-  std::vector<tg::Params> out;
-  for (auto clip : {tg::ClipMode::none, tg::ClipMode::clip, tg::ClipMode::saturate})
-    for (auto packing : {tg::Packing::two_bit, tg::Packing::base3}) {
-      tg::Params p;
-      p.clip = clip;
-      p.packing = packing;
-      p.c = clip == tg::ClipMode::saturate ? 1.5 : 2.5;
-      out.push_back(p);
-    }
-  return out;
-}
+using tg::test::all_params;
 
 TEST(CrossImplementation, SameBytesAtEdgeSizesForEveryParameter) {
   auto table = tg::cpu_codecs(3);

@@ -34,6 +34,20 @@ inline std::vector<float> awkward(std::size_t n, std::uint64_t seed) {
   return g;
 }
 
+/// Every clipping mode with every ternary packing (c = 1.5 for saturate so it clips more often).
+inline std::vector<Params> all_params() {
+  std::vector<Params> out;
+  for (auto clip : {ClipMode::none, ClipMode::clip, ClipMode::saturate})
+    for (auto packing : {Packing::two_bit, Packing::base3}) {
+      Params p;
+      p.clip = clip;
+      p.packing = packing;
+      p.c = clip == ClipMode::saturate ? 1.5 : 2.5;
+      out.push_back(p);
+    }
+  return out;
+}
+
 struct GoldenCase {
   std::string name;
   StreamKey key;

@@ -36,18 +36,7 @@ std::vector<std::uint64_t> seeds(int count) {
   return out;
 }
 
-std::vector<tg::Params> all_params() {
-  std::vector<tg::Params> out;
-  for (auto clip : {tg::ClipMode::none, tg::ClipMode::clip, tg::ClipMode::saturate})
-    for (auto packing : {tg::Packing::two_bit, tg::Packing::base3}) {
-      tg::Params p;
-      p.clip = clip;
-      p.packing = packing;
-      p.c = clip == tg::ClipMode::saturate ? 1.5 : 2.5;
-      out.push_back(p);
-    }
-  return out;
-}
+using tg::test::all_params;
 
 std::string describe(std::size_t n, std::uint64_t seed, const tg::Params& p) {
   std::ostringstream s;

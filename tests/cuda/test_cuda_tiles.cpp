@@ -19,18 +19,7 @@ using namespace tg::cuda::detail;
 const std::vector<std::size_t> kEdgeSizes = {0, 1, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 10239, 10240, 10241, 100003};
 const std::vector<unsigned> kBlockSizes = {1, 32, 256, 1000};  // results must not depend on these
 
-std::vector<tg::Params> all_params() {
-  std::vector<tg::Params> out;
-  for (auto clip : {tg::ClipMode::none, tg::ClipMode::clip, tg::ClipMode::saturate})
-    for (auto packing : {tg::Packing::two_bit, tg::Packing::base3}) {
-      tg::Params p;
-      p.clip = clip;
-      p.packing = packing;
-      p.c = clip == tg::ClipMode::saturate ? 1.5 : 2.5;
-      out.push_back(p);
-    }
-  return out;
-}
+using tg::test::all_params;
 
 // The body the pack kernel writes: tiles of kPackTile, every thread of a `threads`-thread block.
 // version: 0 v1-bytewise, 1 v2-block, 2 v3-unrolled (kernel_versions() order).
