@@ -124,8 +124,11 @@ float avx512_max_abs(const float* g, std::size_t begin, std::size_t end, std::si
   return std::max(m, tail);
 }
 
-void avx512_ternarize(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
-                      const StreamKey& key, std::int8_t* trits) {
+// Decides the elements of [begin, end) 64 at a time and hands each group's keep and sign bits to
+// emit(first element, keep[4], neg[4]); returns where the SIMD part stopped (the tail is the caller's).
+template <typename Emit>
+std::size_t for_each_64(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
+                        const StreamKey& key, Emit emit) {
   const __m512 cap = _mm512_set1_ps(rule.cap);
   const __m512d scale = _mm512_set1_pd(rule.scale);
   const Philox16 philox(key);
@@ -133,31 +136,33 @@ void avx512_ternarize(const float* g, std::size_t begin, std::size_t end, const 
   for (; k + 64 <= end; k += 64) {
     unsigned keep[4], neg[4];
     decide64(g, k, philox, cap, scale, keep, neg);
+    emit(k, keep, neg);
+  }
+  return k;
+}
+
+void avx512_ternarize(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
+                      const StreamKey& key, std::int8_t* trits) {
+  std::size_t k = for_each_64(g, begin, end, rule, key, [&](std::size_t first, const unsigned* keep, const unsigned* neg) {
     for (int v = 0; v < 4; ++v) {
       // +1 where kept and positive, -1 where kept and negative, else 0
       __m512i plus = _mm512_maskz_mov_epi32(static_cast<__mmask16>(keep[v] & ~neg[v]), _mm512_set1_epi32(1));
       __m512i both = _mm512_mask_mov_epi32(plus, static_cast<__mmask16>(keep[v] & neg[v]), _mm512_set1_epi32(-1));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(trits + k + 16 * v), _mm512_cvtepi32_epi8(both));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(trits + first + 16 * v), _mm512_cvtepi32_epi8(both));
     }
-  }
+  });
   if (k < end) avx2_kernels()->ternarize(g, k, end, rule, key, trits);
 }
 
 void avx512_encode_2bit(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
                         const StreamKey& key, std::uint8_t* body) {
-  const __m512 cap = _mm512_set1_ps(rule.cap);
-  const __m512d scale = _mm512_set1_pd(rule.scale);
-  const Philox16 philox(key);
-  std::size_t k = begin;
-  for (; k + 64 <= end; k += 64) {
-    unsigned keep[4], neg[4];
-    decide64(g, k, philox, cap, scale, keep, neg);
+  std::size_t k = for_each_64(g, begin, end, rule, key, [&](std::size_t first, const unsigned* keep, const unsigned* neg) {
     for (int v = 0; v < 4; ++v) {
       // element e -> bits 2e (plus) and 2e+1 (minus): codes 01 = +1, 10 = -1
       std::uint32_t codes = _pdep_u32(keep[v] & ~neg[v], 0x55555555u) | _pdep_u32(keep[v] & neg[v], 0xAAAAAAAAu);
-      std::memcpy(body + k / 4 + 4 * v, &codes, 4);
+      std::memcpy(body + first / 4 + 4 * v, &codes, 4);
     }
-  }
+  });
   if (k < end) avx2_kernels()->encode_2bit(g, k, end, rule, key, body);
 }
 
