@@ -158,6 +158,8 @@ struct JobSpec {
   bool global_scalar = false;
   bool independence = false;
   std::uint32_t steps = 0;
+  std::vector<std::optional<float>> given_scalars;  // per layer: the shared scalar asked for, if any
+  bool fixed_samples = false;  // draws given by the caller (check_samples): no determinism re-draw
 };
 
 struct JobOut {
@@ -199,6 +201,9 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
       if (job.global_scalar) {
         s.rule = make_rule(global, clip_bound(ref, G.layers[i].g, job.params));
         s.request_scalar = global;
+      } else if (i < job.given_scalars.size() && job.given_scalars[i]) {
+        s.rule = make_rule(*job.given_scalars[i], clip_bound(ref, G.layers[i].g, job.params));
+        s.request_scalar = job.given_scalars[i];
       } else {
         s.rule = own_rule(ref, G.layers[i].g, job.params, s.tensor);
       }
@@ -359,7 +364,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
     c.progress.add(static_cast<double>(cnt) * static_cast<double>(D), what);
   }
   // Determinism: the same key gives the same trits and scalar (first layer, steps 0..1).
-  {
+  if (!job.fixed_samples) {
     auto& l = layers.front();
     std::uint32_t m = std::min<std::uint32_t>(2, n);
     Draws again = c.sampler.draw({l.layer->g, job.params, {seed, 0, l.tensor, 0}, m, l.request_scalar});
@@ -384,7 +389,8 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
     r.pass = structure_bad == 0;
     r.detail = structure_bad ? structure_msg
                              : strf("%u steps x %zu elements: values in {-s,0,+s}, s = spec scalar, signs kept, "
-                                    "|g| >= s always kept, g = 0 never kept, same key same bytes", n, D);
+                                    "|g| >= s always kept, g = 0 never kept%s", n, D,
+                                    job.fixed_samples ? "" : ", same key same bytes");
     c.rows.push_back(r);
   }
   // unbiased, per coordinate: count_k ~ Binomial(n, p_k) exactly under H0; Clopper-Pearson at alpha/D.
@@ -793,7 +799,90 @@ void clipping_info(Ctx& c, const Gradient& G, const Params& params) {
   c.rows.push_back(r);
 }
 
+// Serves draws the caller made: request (tensor i, step j0, cnt rows) -> rows j0 .. j0 + cnt - 1.
+class GivenSampler : public Sampler {
+ public:
+  GivenSampler(std::span<const TensorSamples> tensors, std::uint64_t elements)
+      : tensors_(tensors), elements_(elements) {}
+  std::string name() const override { return "samples"; }
+  std::uint64_t max_request_elements() const override { return elements_; }
+  Draws draw(const DrawRequest& r) override {
+    const TensorSamples& t = tensors_[r.key.tensor];
+    const std::size_t d = t.g.size();
+    Draws out;
+    out.d = d;
+    out.steps = r.steps;
+    out.scalars.assign(t.scalars.begin() + r.key.step, t.scalars.begin() + r.key.step + r.steps);
+    out.trits.assign(t.trits.begin() + static_cast<std::ptrdiff_t>(r.key.step * d),
+                     t.trits.begin() + static_cast<std::ptrdiff_t>((r.key.step + r.steps) * d));
+    out.defect = t.defect;
+    return out;
+  }
+
+ private:
+  std::span<const TensorSamples> tensors_;
+  std::uint64_t elements_;
+};
+
 }  // namespace
+
+Result check_samples(std::span<const TensorSamples> tensors, const SampleCheckOptions& options) {
+  auto fail = [](const std::string& m) { throw Error(ErrorCode::invalid_argument, m); };
+  validate(options.params);
+  if (!(options.alpha_total > 0 && options.alpha_total < 1) || !(options.beta > 0 && options.beta < 1))
+    fail("alpha and beta must be in (0, 1)");
+  if (tensors.empty()) fail("no samples: give at least one tensor");
+  const std::size_t steps = tensors[0].scalars.size();
+  if (steps < 2) fail(strf("%zu draws: the checks need at least 2 (one row per draw)", steps));
+  if (steps > std::numeric_limits<std::uint32_t>::max()) fail("too many draws");
+  auto t0 = std::chrono::steady_clock::now();
+  Gradient G;
+  G.family = options.family;
+  JobSpec job;
+  std::uint64_t elements = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const TensorSamples& t = tensors[i];
+    const std::string name = tensors.size() == 1 ? "tensor" : strf("tensor %zu", i);
+    if (t.g.empty()) fail(name + ": the gradient is empty");
+    if (t.scalars.size() != steps)
+      fail(strf("%s: %zu scalars, but tensor 0 has %zu draws", name.c_str(), t.scalars.size(), steps));
+    if (t.trits.size() != steps * t.g.size())
+      fail(strf("%s: %zu trits, expected %zu draws x %zu elements", name.c_str(), t.trits.size(), steps, t.g.size()));
+    for (std::size_t k = 0; k < t.g.size(); ++k)
+      if (!std::isfinite(t.g[k])) throw NonFiniteError(static_cast<std::uint32_t>(i), k, t.g[k]);
+    for (std::size_t j = 0; j < steps; ++j)
+      if (!std::isfinite(t.scalars[j]) || t.scalars[j] < 0.0f)
+        fail(strf("%s: scalar of draw %zu is %g, not a finite value >= 0", name.c_str(), j,
+                  static_cast<double>(t.scalars[j])));
+    if (t.scalar && !(std::isfinite(*t.scalar) && *t.scalar >= 0.0f))
+      fail(name + ": the shared scalar must be finite and >= 0");
+    G.layers.push_back({name, std::vector<float>(t.g.begin(), t.g.end())});
+    job.given_scalars.push_back(t.scalar);
+    elements += steps * t.g.size();
+  }
+  job.grad = std::move(G);
+  job.params = options.params;
+  job.independence = options.independence;
+  job.steps = static_cast<std::uint32_t>(steps);
+  job.fixed_samples = true;
+
+  Result res;
+  res.impl = "samples";
+  res.options.profile.name = "samples";
+  res.options.profile.d = job.grad.size();
+  res.options.profile.steps = job.steps;
+  res.options.profile.alpha_total = options.alpha_total;
+  res.options.profile.beta = options.beta;
+  res.options.seed = 0;
+  res.decisions = 3 + (job.independence ? 2 : 0);
+  res.alpha_each = options.alpha_total / static_cast<double>(res.decisions);
+  GivenSampler sampler(tensors, elements);
+  Progress progress(false, 0.0);
+  Ctx c{sampler, res.options, res.alpha_each, res.rows, progress};
+  run_job(c, job);
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
 
 Result run_battery(Sampler& sampler, const Options& options) {
   const Profile& P = options.profile;

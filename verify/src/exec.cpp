@@ -93,37 +93,7 @@ class ExecSampler : public Sampler {
       throw Error(ErrorCode::invalid_argument, "external codec output has shape " + got + ", expected (" +
                                                    std::to_string(r.steps) + ", " + std::to_string(r.g.size()) + ")");
     }
-    Draws d;
-    d.d = r.g.size();
-    d.steps = r.steps;
-    d.scalars.assign(r.steps, 0.0f);
-    d.trits.resize(a.data.size());
-    for (std::uint32_t j = 0; j < r.steps; ++j) {
-      const float* v = a.data.data() + static_cast<std::size_t>(j) * d.d;
-      float s = 0.0f;
-      for (std::size_t k = 0; k < d.d; ++k) {
-        if (!std::isfinite(v[k]))
-          throw Error(ErrorCode::invalid_argument, "external codec output row " + std::to_string(j) + " element " +
-                                                       std::to_string(k) + " is not finite");
-        s = std::max(s, std::fabs(v[k]));
-      }
-      // A row with no nonzero output carries no scalar; under a shared scalar that is legitimate
-      // (every |g| small against s), so the row's scalar is the one requested.
-      if (s == 0.0f && r.scalar) s = *r.scalar;
-      d.scalars[j] = s;
-      for (std::size_t k = 0; k < d.d; ++k) {
-        float x = v[k];
-        if (x != 0.0f && std::fabs(x) != s && d.defect.empty()) {
-          std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(x));
-          std::string sv = buf;
-          std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(s));
-          d.defect = "row " + std::to_string(j) + " element " + std::to_string(k) + " is " + sv +
-                     ", not in {-s, 0, +s} with s = " + buf;
-        }
-        d.trits[static_cast<std::size_t>(j) * d.d + k] = static_cast<std::int8_t>(x > 0.0f ? 1 : (x < 0.0f ? -1 : 0));
-      }
-    }
-    return d;
+    return draws_from_values(a.data, r.g.size(), r.steps, r.scalar, "external codec output");
   }
 
  private:

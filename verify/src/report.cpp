@@ -15,12 +15,19 @@ std::string strf(const char* f, ...) __attribute__((format(printf, 1, 2)));
 std::string format_table(const Result& res) {
   const Profile& P = res.options.profile;
   std::ostringstream o;
-  o << "terngrad verify: implementation " << res.impl << ", profile " << P.name << ", seed " << res.options.seed << "\n";
+  const bool given = P.name == "samples";  // check_samples: the caller drew them
+  if (given)
+    o << "terngrad verify: samples given by the caller (no implementation or seed of ours)\n";
+  else
+    o << "terngrad verify: implementation " << res.impl << ", profile " << P.name << ", seed " << res.options.seed << "\n";
   o << strf("error budget: alpha_total %.3g split over %zu statistical decisions (Bonferroni): %.3g each; "
             "power 1 - beta with beta %.3g\n",
             P.alpha_total, res.decisions, res.alpha_each, P.beta);
-  o << strf("sizes: %zu elements per family, %u draws; streams %u draws; aggregate %u workers x %u draws\n", P.d,
-            P.steps, P.stream_steps, P.agg_workers, P.agg_steps);
+  if (given)
+    o << strf("sizes: %zu elements, %u draws\n", P.d, P.steps);
+  else
+    o << strf("sizes: %zu elements per family, %u draws; streams %u draws; aggregate %u workers x %u draws\n", P.d,
+              P.steps, P.stream_steps, P.agg_workers, P.agg_steps);
   o << "exact rows are deterministic facts (no error budget); info rows are reported, not tested.\n\n";
   const char* head[7] = {"check", "family", "statistic", "threshold", "p-value", "detectable (power 1-beta)", "verdict"};
   std::vector<std::array<std::string, 7>> cells;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #ifdef TG_HAVE_CUDA
@@ -164,6 +165,44 @@ class SignErrorMutant : public MutantCodec {
 };
 
 }  // namespace
+
+Draws draws_from_values(std::span<const float> values, std::size_t d, std::uint32_t steps,
+                        std::optional<float> requested, const std::string& what) {
+  if (values.size() != static_cast<std::size_t>(steps) * d)
+    throw Error(ErrorCode::invalid_argument, what + " has " + std::to_string(values.size()) + " values, expected " +
+                                                 std::to_string(steps) + " x " + std::to_string(d));
+  char a[32], b[32];
+  Draws out;
+  out.d = d;
+  out.steps = steps;
+  out.scalars.assign(steps, 0.0f);
+  out.trits.resize(values.size());
+  for (std::uint32_t j = 0; j < steps; ++j) {
+    const float* v = values.data() + static_cast<std::size_t>(j) * d;
+    float s = 0.0f;
+    for (std::size_t k = 0; k < d; ++k) {
+      if (!std::isfinite(v[k]))
+        throw Error(ErrorCode::invalid_argument,
+                    what + " row " + std::to_string(j) + " element " + std::to_string(k) + " is not finite");
+      s = std::max(s, std::fabs(v[k]));
+    }
+    // A row with no nonzero output carries no scalar; under a shared scalar that is legitimate
+    // (every |g| small against s), so the row's scalar is the one requested.
+    if (s == 0.0f && requested) s = *requested;
+    out.scalars[j] = s;
+    for (std::size_t k = 0; k < d; ++k) {
+      float x = v[k];
+      if (x != 0.0f && std::fabs(x) != s && out.defect.empty()) {
+        std::snprintf(a, sizeof a, "%.9g", static_cast<double>(x));
+        std::snprintf(b, sizeof b, "%.9g", static_cast<double>(s));
+        out.defect = "row " + std::to_string(j) + " element " + std::to_string(k) + " is " + a +
+                     ", not in {-s, 0, +s} with s = " + b;
+      }
+      out.trits[static_cast<std::size_t>(j) * d + k] = static_cast<std::int8_t>(x > 0.0f ? 1 : (x < 0.0f ? -1 : 0));
+    }
+  }
+  return out;
+}
 
 std::unique_ptr<Sampler> make_codec_sampler(std::shared_ptr<const Codec> codec, std::string name) {
   return std::make_unique<CodecSampler>(std::move(codec), std::move(name));

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,34 @@ const std::vector<std::string>& check_names();
 /// Runs the battery on `sampler`. Errors of the implementation (an external program that fails)
 /// propagate as exceptions; check failures are rows with pass == false.
 Result run_battery(Sampler& sampler, const Options& options);
+
+/// Samples of one tensor drawn elsewhere (a codec in another language, a GPU run saved to disk):
+/// `steps` rows of trits (row-major, steps x g.size()) and the scalar of each row, all with the
+/// same stream except the step (row j = step j). `scalar`: the shared scalar the draws were asked
+/// for (encode_with_scalar semantics); empty when each row carries the tensor's own scalar.
+struct TensorSamples {
+  std::span<const float> g;
+  std::span<const std::int8_t> trits;
+  std::span<const float> scalars;
+  std::optional<float> scalar;
+  std::string defect;  // e.g. from draws_from_values: values not of the form {-s, 0, +s}
+};
+
+struct SampleCheckOptions {
+  Params params;             // clip mode and c that the draws used (packing is irrelevant)
+  double alpha_total = 1e-6;  // false-fail rate of the whole call, split over its decisions
+  double beta = 1e-3;         // power is reported as the smallest effect found with prob. 1 - beta
+  bool independence = true;   // the block test of neighbouring masks (2 decisions)
+  std::string family = "samples";  // label of the rows
+};
+
+/// The battery's per-gradient checks on given samples: structure (exact: values, signs, the scalar
+/// against the spec's, |g| >= s kept, 0 never kept), unbiased per coordinate (Clopper-Pearson) and
+/// pooled (Bernstein), the variance identity (Bernstein, exact variance) and, if asked, independence
+/// of neighbouring masks. Several tensors = one layer-wise gradient (tensor i = layer i). Result's
+/// impl is "samples"; alpha_total is split equally over the 3 (or 5) decisions. Needs >= 2 steps,
+/// non-empty tensors, finite g; tg::Error(invalid_argument) naming the problem otherwise.
+Result check_samples(std::span<const TensorSamples> tensors, const SampleCheckOptions& options);
 
 /// Report writers.
 std::string format_table(const Result& result);

@@ -46,6 +46,14 @@ class Sampler {
   virtual std::uint64_t max_request_elements() const { return std::uint64_t{1} << 22; }
 };
 
+/// Draws from decoded values (steps x d, row-major, float32): trit = sign(v), the row's scalar = its
+/// largest |v|. A row with no nonzero value carries no scalar of its own: it gets `requested` (the
+/// shared scalar of the request) when there is one, else 0. Values of a row that are nonzero but not
+/// +-scalar are reported in Draws::defect (the first one); NaN/Inf throw tg::Error(invalid_argument)
+/// naming row and element, as does values.size() != steps * d. `what` prefixes the messages.
+Draws draws_from_values(std::span<const float> values, std::size_t d, std::uint32_t steps,
+                        std::optional<float> requested, const std::string& what);
+
 /// A sampler over any tg::Codec.
 std::unique_ptr<Sampler> make_codec_sampler(std::shared_ptr<const Codec> codec, std::string name);
 
