@@ -3,6 +3,8 @@
 protocol (docs/battery.md), vectorized; it reproduces the reference codec's trits bit for bit.
 
 Run by the battery:  terngrad verify --impl exec:'build/venv/bin/python examples/numpy_codec.py'
+In-process (faster):  terngrad.verify.run(lambda g, **k: ternarize(g, k["seed"], k["worker"],
+                      k["tensor"], k["step"], k["steps"], k["clip"], k["c"], k["scalar"]))
 Protocol:  numpy_codec.py --input G.npy --output OUT.npy --seed S --worker W --tensor T --step K
                           --steps N --clip none|clip|saturate --c C [--scalar S]
 G.npy is float32 of shape (d,); OUT.npy gets float32 of shape (N, d), row j = s * trits at step K + j.

@@ -15,9 +15,13 @@
 #include <vector>
 
 #include "tg/codec.hpp"
+#include "views.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
+using namespace tg_py;
+
+void bind_verify(nb::module_& m);  // verify_bindings.cpp
 
 namespace {
 
@@ -56,53 +60,6 @@ void translate_codec_errors(const std::exception_ptr& p, void*) {
 
 // ---- inputs ----------------------------------------------------------------------------------
 
-using AnyArray = nb::ndarray<nb::ro, nb::device::cpu>;
-
-std::string py_type_name(nb::handle h) {
-  return Py_TYPE(h.ptr())->tp_name;
-}
-
-bool c_contiguous(const AnyArray& a) {
-  if (a.size() == 0) return true;  // no element to address: any strides will do
-  int64_t expected = 1;
-  for (size_t i = a.ndim(); i-- > 0;) {
-    if (a.shape(i) != 1 && a.stride(i) != expected) return false;
-    expected *= static_cast<int64_t>(a.shape(i));
-  }
-  return true;
-}
-
-// A float32 C-contiguous NumPy array (any shape, read as a flat span) without a copy; the array
-// object stays referenced by `array` for as long as the span is used.
-struct FloatView {
-  AnyArray array;
-  std::span<const float> span;
-};
-
-FloatView float_view(nb::handle obj, const char* what) {
-  FloatView v;
-  if (!nb::try_cast(obj, v.array, false))
-    throw nb::type_error((std::string(what) + " must be a NumPy float32 array, got " + py_type_name(obj) +
-                          " (use np.asarray(x, dtype=np.float32))")
-                             .c_str());
-  if (v.array.dtype() != nb::dtype<float>()) {
-    std::string dt = "?";
-    if (nb::hasattr(obj, "dtype")) {
-      nb::object d = obj.attr("dtype");
-      dt = nb::steal<nb::str>(PyObject_Str(d.ptr())).c_str();
-    }
-    throw nb::type_error((std::string(what) + " must have dtype float32, got " + dt +
-                          " (convert with x.astype(np.float32); the codec never converts silently)")
-                             .c_str());
-  }
-  if (!c_contiguous(v.array))
-    throw nb::value_error((std::string(what) + " must be C-contiguous (the codec reads it in place); "
-                                               "pass np.ascontiguousarray(x)")
-                              .c_str());
-  v.span = {static_cast<const float*>(v.array.data()), v.array.size()};
-  return v;
-}
-
 // Bytes of a payload: bytes, bytearray, memoryview or a contiguous uint8 array, without a copy.
 struct ByteView {
   nb::object keep;
@@ -129,14 +86,6 @@ ByteView byte_view(nb::handle obj, const char* what) {
 }
 
 // ---- outputs ---------------------------------------------------------------------------------
-
-template <typename T>
-nb::ndarray<nb::numpy, T> to_numpy(std::vector<T>&& values, std::vector<size_t> shape = {}) {
-  auto* owned = new std::vector<T>(std::move(values));
-  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
-  if (shape.empty()) shape = {owned->size()};
-  return nb::ndarray<nb::numpy, T>(owned->data(), shape.size(), shape.data(), owner);
-}
 
 nb::bytes to_bytes(const std::vector<std::uint8_t>& v) {
   return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
@@ -507,4 +456,6 @@ NB_MODULE(_core, m) {
       "The 32-bit uniforms u_0..u_{n-1} of a stream key: element k is kept iff u_k < min(|g_k|, cap) * 2^32 / s.");
 
   m.def("cpu_has_avx2", &tg::cpu_has_avx2, "Whether the optimized codec uses its AVX2 path on this CPU.");
+
+  bind_verify(m);
 }

@@ -1,0 +1,337 @@
+// terngrad-bench: bindings of the statistical battery (tg_verify) as terngrad._core.verify, re-exported
+// by python/terngrad/verify.py: run the whole battery on a named implementation or on a Python
+// function that draws, and run the per-gradient checks on arrays of samples drawn anywhere.
+// Tests: python/tests/test_verify.py (ctest -L python).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tg/verify/battery.hpp"
+#include "tg/verify/stats.hpp"
+#include "views.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+using namespace tg_py;
+namespace tv = tg::verify;
+
+namespace {
+
+[[noreturn]] void bad_input(const std::string& message) { throw tg::Error(tg::ErrorCode::invalid_argument, message); }
+
+tg::Params check_params(const std::string& clip, double c) {
+  tg::Params p;
+  p.clip = tg::parse_clip_mode(clip.c_str());
+  p.c = c;
+  tg::validate(p);
+  return p;
+}
+
+// One array or a list/tuple of arrays (one per tensor).
+std::vector<nb::handle> items(nb::handle obj) {
+  std::vector<nb::handle> out;
+  if (nb::isinstance<nb::list>(obj) || nb::isinstance<nb::tuple>(obj)) {
+    for (nb::handle h : obj) out.push_back(h);
+  } else {
+    out.push_back(obj);
+  }
+  return out;
+}
+
+std::string nth(const char* what, std::size_t i, std::size_t count) {
+  return count == 1 ? std::string(what) : std::string(what) + "[" + std::to_string(i) + "]";
+}
+
+// The shared scalar of tensor i: None, one float for every tensor, or a list with one entry each.
+std::optional<float> scalar_of(nb::handle scalar, std::size_t i, std::size_t count) {
+  if (scalar.is_none()) return std::nullopt;
+  if (nb::isinstance<nb::list>(scalar) || nb::isinstance<nb::tuple>(scalar)) {
+    if (nb::len(scalar) != count)
+      bad_input("scalar: " + std::to_string(nb::len(scalar)) + " entries for " + std::to_string(count) + " tensors");
+    nb::handle s = scalar[i];
+    if (s.is_none()) return std::nullopt;
+    return nb::cast<float>(s);
+  }
+  return nb::cast<float>(scalar);
+}
+
+// Rows of a (draws, d) array, or of a flat one of draws * d values.
+void check_rows(const AnyArray& a, std::size_t draws, std::size_t d, const std::string& what) {
+  bool ok = a.ndim() == 2 ? a.shape(0) == draws && a.shape(1) == d : a.ndim() == 1 && a.size() == draws * d;
+  if (!ok) {
+    std::string got = "(";
+    for (size_t k = 0; k < a.ndim(); ++k) got += (k ? ", " : "") + std::to_string(a.shape(k));
+    got += a.ndim() == 1 ? ",)" : ")";
+    bad_input(what + " has shape " + got + ", expected (" + std::to_string(draws) + ", " + std::to_string(d) +
+              ") (draws x elements)");
+  }
+}
+
+// ---- a Python function as the battery's implementation ----------------------------------------------
+
+const char* kDrawDoc =
+    "draw(g, *, seed, worker, tensor, step, steps, clip, c, scalar) -> values | (trits, scalars): "
+    "g a float32 array (the tensor, a copy), row j of the result the estimate of g at step "
+    "`step + j` of the stream (seed, worker, tensor); clip 'none', 'clip' or 'saturate' with factor c; "
+    "scalar None (each row's own scalar) or the shared scalar to use. Return either the decoded values "
+    "(float32, shape (steps, g.size)) or (trits int8 (steps, g.size), scalars float32 (steps,)).";
+
+class PySampler : public tv::Sampler {
+ public:
+  PySampler(nb::callable fn, std::string name) : fn_(std::move(fn)), name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+  tv::Draws draw(const tv::DrawRequest& r) override {
+    nb::gil_scoped_acquire gil;
+    const std::size_t d = r.g.size();
+    nb::object g = nb::cast(to_numpy(std::vector<float>(r.g.begin(), r.g.end())));
+    nb::object scalar = r.scalar ? nb::cast(*r.scalar) : nb::none();
+    nb::object out = fn_(g, "seed"_a = r.key.seed, "worker"_a = r.key.worker, "tensor"_a = r.key.tensor,
+                         "step"_a = r.key.step, "steps"_a = r.steps, "clip"_a = tg::to_string(r.params.clip),
+                         "c"_a = r.params.c, "scalar"_a = scalar);
+    if (nb::isinstance<nb::tuple>(out) && nb::len(out) == 2) {
+      View<std::int8_t> t = view_of<std::int8_t>(out[0], "draw() trits");
+      View<float> s = view_of<float>(out[1], "draw() scalars");
+      check_rows(t.array, r.steps, d, "draw() trits");
+      if (s.span.size() != r.steps)
+        bad_input("draw() returned " + std::to_string(s.span.size()) + " scalars for " + std::to_string(r.steps) +
+                  " steps");
+      tv::Draws dr;
+      dr.d = d;
+      dr.steps = r.steps;
+      dr.trits.assign(t.span.begin(), t.span.end());
+      dr.scalars.assign(s.span.begin(), s.span.end());
+      for (std::uint32_t j = 0; j < r.steps; ++j)
+        if (!std::isfinite(dr.scalars[j]))
+          bad_input("draw() scalar of row " + std::to_string(j) + " is not finite");
+      return dr;
+    }
+    View<float> v = view_of<float>(out, "draw() output");
+    check_rows(v.array, r.steps, d, "draw() output");
+    return tv::draws_from_values(v.span, d, r.steps, r.scalar, "draw() output");
+  }
+
+ private:
+  nb::callable fn_;
+  std::string name_;
+};
+
+std::string fn_name(nb::handle fn) {
+  for (const char* attr : {"__qualname__", "__name__"})
+    if (nb::hasattr(fn, attr)) return nb::cast<std::string>(nb::str(fn.attr(attr)));
+  return py_type_name(fn);
+}
+
+std::string row_repr(const tv::Row& r) {
+  std::string verdict = r.kind == "info" ? "info" : (r.pass ? "pass" : "FAIL");
+  return "Row(" + r.check + ", " + r.family + ": " + r.statistic + ", threshold " + r.threshold + ", " + verdict + ")";
+}
+
+}  // namespace
+
+void bind_verify(nb::module_& m) {
+  nb::module_ v = m.def_submodule(
+      "verify",
+      "The statistical battery of terngrad-bench (docs/battery.md): every check states its false-fail "
+      "rate (alpha_total split over the decisions, Bonferroni) and its power (the smallest effect found "
+      "with probability 1 - beta).");
+
+  nb::exception<tv::Unavailable>(v, "Unavailable", PyExc_RuntimeError);
+
+  nb::list profiles;
+  for (const char* p : {"quick", "ci", "full"}) profiles.append(p);
+  v.attr("PROFILES") = nb::tuple(profiles);
+  nb::list checks;
+  for (const auto& c : tv::check_names()) checks.append(c);
+  v.attr("CHECKS") = nb::tuple(checks);
+  nb::dict mutants;
+  for (const auto& mu : tv::mutant_list()) mutants[mu.name] = mu.description;
+  v.attr("MUTANTS") = mutants;
+
+  nb::class_<tv::Row>(v, "Row", "One line of a battery report.")
+      .def_ro("check", &tv::Row::check, "check name, e.g. 'unbiased' or 'clipping.variance'")
+      .def_ro("family", &tv::Row::family, "gradient family (or 'samples', or what was compared)")
+      .def_ro("kind", &tv::Row::kind, "'exact' (a deterministic fact), 'stat' (uses alpha) or 'info' (not tested)")
+      .def_ro("statistic", &tv::Row::statistic, "what was observed")
+      .def_ro("threshold", &tv::Row::threshold, "where it would fail")
+      .def_ro("p_value", &tv::Row::pvalue, "p-value, its bound, or '-'")
+      .def_ro("detectable", &tv::Row::power, "smallest effect detected with probability >= 1 - beta")
+      .def_ro("alpha", &tv::Row::alpha, "this decision's share of alpha_total (0 for exact and info rows)")
+      .def_prop_ro("passed", [](const tv::Row& r) { return r.pass; }, "False when the check failed")
+      .def_ro("detail", &tv::Row::detail, "why it failed, or what it compared")
+      .def("__repr__", &row_repr);
+
+  nb::class_<tv::Result>(v, "Result",
+                         "A battery run: rows, the error budget, and the verdict. table() is the report "
+                         "`terngrad verify` prints; to_json() its --json document.")
+      .def_ro("impl", &tv::Result::impl, "implementation name ('samples' for check_samples/check_values)")
+      .def_ro("rows", &tv::Result::rows, "list of Row, in report order")
+      .def_ro("decisions", &tv::Result::decisions, "number of statistical decisions sharing alpha_total")
+      .def_ro("alpha_each", &tv::Result::alpha_each, "alpha_total / decisions")
+      .def_ro("seconds", &tv::Result::seconds, "wall time of the run")
+      .def_prop_ro("alpha_total", [](const tv::Result& r) { return r.options.profile.alpha_total; },
+                   "probability that a correct implementation fails this run (an upper bound)")
+      .def_prop_ro("beta", [](const tv::Result& r) { return r.options.profile.beta; },
+                   "1 - beta is the power at which the 'detectable' column is stated")
+      .def_prop_ro("profile", [](const tv::Result& r) { return r.options.profile.name; }, "profile name")
+      .def_prop_ro("passed", &tv::Result::pass, "True when no row failed")
+      .def_prop_ro("failed_checks", &tv::Result::failed_checks, "names of the failed checks")
+      .def("table", &tv::format_table, "The report as text (as `terngrad verify` prints it).")
+      .def("to_json", [](const tv::Result& r) { return tv::format_json({r}); },
+           "The report as JSON (the schema of `terngrad verify --json`).")
+      .def("__repr__", [](const tv::Result& r) {
+        return "Result(impl='" + r.impl + "', " + (r.pass() ? "passed" : "FAILED") + ", " +
+               std::to_string(r.rows.size()) + " rows, " + std::to_string(r.decisions) + " decisions)";
+      });
+
+  v.def(
+      "run",
+      [](nb::object impl, const std::string& profile, std::uint64_t seed, std::vector<std::string> skip,
+         std::optional<double> alpha, std::optional<double> beta, bool progress, std::optional<std::string> name) {
+        tv::Options o;
+        o.profile = tv::profile_named(profile);
+        if (alpha) o.profile.alpha_total = *alpha;
+        if (beta) o.profile.beta = *beta;
+        o.seed = seed;
+        o.skip.insert(skip.begin(), skip.end());
+        o.progress = progress;
+        if (nb::isinstance<nb::str>(impl)) {
+          std::string which = nb::cast<std::string>(impl);
+          std::unique_ptr<tv::Sampler> s;
+          tv::Result r;
+          {
+            nb::gil_scoped_release release;
+            s = tv::make_sampler(which, {});
+            r = tv::run_battery(*s, o);
+          }
+          return r;
+        }
+        if (!PyCallable_Check(impl.ptr()))
+          throw nb::type_error(("impl must be a name ('optimized', 'reference', 'exec:CMD', 'mutant:NAME') or a "
+                                "function draw(g, *, seed, worker, tensor, step, steps, clip, c, scalar), got " +
+                                py_type_name(impl))
+                                   .c_str());
+        PySampler s(nb::borrow<nb::callable>(impl), name ? *name : "python:" + fn_name(impl));
+        return tv::run_battery(s, o);
+      },
+      "impl"_a = "optimized", "profile"_a = "quick", "seed"_a = 20171204, "skip"_a = std::vector<std::string>{},
+      "alpha"_a = nb::none(), "beta"_a = nb::none(), "progress"_a = false, "name"_a = nb::none(),
+      (std::string("Run the whole battery (the checks of CHECKS on the families of docs/battery.md) and return a "
+                   "Result. impl: 'optimized', 'reference', 'mutant:NAME' (see MUTANTS), 'exec:CMD' (an external "
+                   "program, docs/battery.md), or a Python function\n    ") +
+       kDrawDoc +
+       "\nprofile: 'quick', 'ci' or 'full' (sizes and alpha_total; alpha/beta override). skip: check names to "
+       "leave out, e.g. ['cross']. A correct implementation fails with probability <= alpha_total. 'cuda' is "
+       "not available from Python (Unavailable).")
+          .c_str());
+
+  v.def(
+      "check_samples",
+      [](nb::handle g, nb::handle trits, nb::handle scalars, const std::string& clip, double c, nb::handle scalar,
+         double alpha, double beta, bool independence, const std::string& family) {
+        std::vector<nb::handle> gs = items(g), ts = items(trits), ss = items(scalars);
+        const std::size_t count = gs.size();
+        if (ts.size() != count || ss.size() != count)
+          bad_input(std::to_string(count) + " gradients, " + std::to_string(ts.size()) + " trit arrays and " +
+                    std::to_string(ss.size()) + " scalar arrays: give one of each per tensor");
+        std::vector<FloatView> gv, sv;
+        std::vector<View<std::int8_t>> tv_;
+        std::vector<tv::TensorSamples> samples;
+        for (std::size_t i = 0; i < count; ++i) {
+          gv.push_back(float_view(gs[i], nth("g", i, count).c_str()));
+          sv.push_back(float_view(ss[i], nth("scalars", i, count).c_str()));
+          tv_.push_back(view_of<std::int8_t>(ts[i], nth("trits", i, count).c_str()));
+          check_rows(tv_.back().array, sv.back().span.size(), gv.back().span.size(), nth("trits", i, count));
+          samples.push_back({gv.back().span, tv_.back().span, sv.back().span, scalar_of(scalar, i, count), {}});
+        }
+        tv::SampleCheckOptions o;
+        o.params = check_params(clip, c);
+        o.alpha_total = alpha;
+        o.beta = beta;
+        o.independence = independence;
+        o.family = family;
+        nb::gil_scoped_release release;
+        return tv::check_samples(samples, o);
+      },
+      "g"_a, "trits"_a, "scalars"_a, "clip"_a = "none", "c"_a = 2.5, "scalar"_a = nb::none(), "alpha"_a = 1e-6,
+      "beta"_a = 1e-3, "independence"_a = true, "family"_a = "samples",
+      "The battery's per-gradient checks on draws made anywhere: g (float32, the gradient), trits (int8, "
+      "shape (draws, g.size), row j = draw j, values -1/0/+1) and scalars (float32, one per draw). Lists of "
+      "arrays check a layer-wise gradient (tensor i = layer i). Checks: structure (exact: the scalar against "
+      "the spec's for g under clip/c, signs, |g| >= s kept, 0 never kept), unbiased per coordinate "
+      "(Clopper-Pearson) and pooled (Bernstein), the variance identity, and independence of neighbouring masks. "
+      "scalar: the shared scalar the draws were asked for (one value, or one per tensor). The draws must be "
+      "independent (distinct steps or seeds). A correct codec fails with probability <= alpha; each row "
+      "states its power at 1 - beta. Returns a Result.");
+
+  v.def(
+      "check_values",
+      [](nb::handle g, nb::handle values, const std::string& clip, double c, nb::handle scalar, double alpha,
+         double beta, bool independence, const std::string& family) {
+        std::vector<nb::handle> gs = items(g), vs = items(values);
+        const std::size_t count = gs.size();
+        if (vs.size() != count)
+          bad_input(std::to_string(count) + " gradients and " + std::to_string(vs.size()) +
+                    " value arrays: give one of each per tensor");
+        std::vector<FloatView> gv;
+        std::vector<tv::Draws> draws;
+        std::vector<tv::TensorSamples> samples;
+        draws.reserve(count);
+        for (std::size_t i = 0; i < count; ++i) {
+          gv.push_back(float_view(gs[i], nth("g", i, count).c_str()));
+          FloatView val = float_view(vs[i], nth("values", i, count).c_str());
+          const std::size_t d = gv.back().span.size();
+          if (val.array.ndim() != 2)
+            bad_input(nth("values", i, count) + " must have shape (draws, " + std::to_string(d) + "), got " +
+                      std::to_string(val.array.ndim()) + " dimension(s)");
+          check_rows(val.array, val.array.shape(0), d, nth("values", i, count));
+          std::optional<float> s = scalar_of(scalar, i, count);
+          draws.push_back(tv::draws_from_values(val.span, d, static_cast<std::uint32_t>(val.array.shape(0)), s,
+                                                nth("values", i, count)));
+          samples.push_back({gv.back().span, draws.back().trits, draws.back().scalars, s, draws.back().defect});
+        }
+        tv::SampleCheckOptions o;
+        o.params = check_params(clip, c);
+        o.alpha_total = alpha;
+        o.beta = beta;
+        o.independence = independence;
+        o.family = family;
+        nb::gil_scoped_release release;
+        return tv::check_samples(samples, o);
+      },
+      "g"_a, "values"_a, "clip"_a = "none", "c"_a = 2.5, "scalar"_a = nb::none(), "alpha"_a = 1e-6, "beta"_a = 1e-3,
+      "independence"_a = true, "family"_a = "samples",
+      "check_samples on decoded estimates: values (float32, shape (draws, g.size)), row j = g~ of draw j. "
+      "Each row's scalar is its largest |value| (a row of zeros takes `scalar`, or 0); a value that is not "
+      "-s, 0 or +s fails the structure row. Lists of arrays check a layer-wise gradient.");
+
+  v.def(
+      "clopper_pearson",
+      [](std::uint64_t n, std::uint64_t k, double alpha) {
+        if (k > n) throw nb::value_error("k must not exceed n");
+        if (!(alpha > 0 && alpha < 1)) throw nb::value_error("alpha must be in (0, 1)");
+        tv::Interval i = tv::clopper_pearson(n, k, alpha);
+        return std::make_pair(i.lo, i.hi);
+      },
+      "n"_a, "k"_a, "alpha"_a,
+      "Exact (Clopper-Pearson) two-sided interval (lo, hi) for a probability after k successes in n trials, "
+      "coverage 1 - alpha: the per-coordinate test of the 'unbiased' check.");
+  v.def(
+      "bernstein_threshold",
+      [](double variance, double bound, double alpha) {
+        if (!(variance >= 0) || !(bound >= 0)) throw nb::value_error("variance and bound must be >= 0");
+        if (!(alpha > 0 && alpha < 1)) throw nb::value_error("alpha must be in (0, 1)");
+        return tv::bernstein_threshold(variance, bound, alpha);
+      },
+      "variance"_a, "bound"_a, "alpha"_a,
+      "The x with P(|S| >= x) <= alpha for a sum S of independent zero-mean terms, |term| <= bound, total "
+      "variance `variance` (Bernstein): the threshold of the pooled, variance and independence checks.");
+}

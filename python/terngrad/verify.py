@@ -1,0 +1,49 @@
+"""terngrad.verify: the statistical battery of terngrad-bench, from Python.
+
+Two ways in:
+
+* ``run(impl)`` runs the whole battery (the checks in ``CHECKS`` on the gradient families of
+  docs/battery.md) on a named implementation ('optimized', 'reference', 'mutant:NAME', 'exec:CMD')
+  or on a Python function that draws ternary estimates::
+
+      def draw(g, *, seed, worker, tensor, step, steps, clip, c, scalar):
+          ...  # return float32 values of shape (steps, g.size), row j = estimate at step `step + j`
+
+      result = terngrad.verify.run(draw, profile="quick")
+      print(result.table()); assert result.passed
+
+* ``check_samples(g, trits, scalars)`` / ``check_values(g, values)`` run the per-gradient checks
+  (structure, unbiased per coordinate and pooled, variance identity, independence) on draws you made
+  anywhere, e.g. with another library, saved from a GPU, or with a codec under development.
+
+Every result states its error budget: a correct codec fails a run with probability at most
+``alpha_total`` (split over ``decisions``), and every row gives the smallest effect it detects with
+probability ``1 - beta``. Rows: ``result.rows``; the text report: ``result.table()``.
+"""
+from ._core import verify as _v
+
+CHECKS = _v.CHECKS
+PROFILES = _v.PROFILES
+MUTANTS = _v.MUTANTS
+Result = _v.Result
+Row = _v.Row
+Unavailable = _v.Unavailable
+run = _v.run
+check_samples = _v.check_samples
+check_values = _v.check_values
+clopper_pearson = _v.clopper_pearson
+bernstein_threshold = _v.bernstein_threshold
+
+__all__ = [
+    "CHECKS",
+    "PROFILES",
+    "MUTANTS",
+    "Result",
+    "Row",
+    "Unavailable",
+    "run",
+    "check_samples",
+    "check_values",
+    "clopper_pearson",
+    "bernstein_threshold",
+]

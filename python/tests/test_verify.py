@@ -1,0 +1,273 @@
+"""terngrad-bench: pytest suite of terngrad.verify, the battery's Python bindings
+(python/src/verify_bindings.cpp). Run: ctest -L python, or
+PYTHONPATH=build/<preset>/python/package build/venv/bin/python -m pytest python/tests/test_verify.py
+
+Error rates: every battery call below that is expected to pass is a correct implementation under the
+battery's own budget (alpha_total 1e-6 per call unless stated), with fixed seeds, so the outcomes are
+deterministic; a fresh seed would fail a correct codec with probability <= 1e-6 per call. The calls
+expected to fail are broken codecs whose defect is many times the 'detectable' column of the row
+that catches them (asserted where the size is stated)."""
+import importlib.util
+import json
+import math
+import pathlib
+
+import numpy as np
+import pytest
+
+import terngrad as tg
+import terngrad.verify as tv
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def numpy_example():
+    """examples/numpy_codec.py: an independent pure-NumPy implementation of the spec."""
+    spec = importlib.util.spec_from_file_location("numpy_codec", REPO / "examples" / "numpy_codec.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def gaussian(d, seed=1):
+    return np.random.default_rng(seed).standard_normal(d).astype(np.float32)
+
+
+def rows_of(result, check):
+    return [r for r in result.rows if r.check == check]
+
+
+# ---- check_samples / check_values on draws made elsewhere ---------------------------------------------
+
+
+def test_reference_draws_pass_with_the_stated_budget():
+    g = gaussian(4096)
+    s, trits = tg.ternarize_steps(g, 256, seed=3)
+    r = tv.check_samples(g, trits, np.full(256, s, np.float32))
+    assert r.passed, r.table()
+    assert r.impl == "samples" and r.decisions == 5
+    assert math.isclose(r.alpha_each * r.decisions, 1e-6)
+    assert [row.check for row in r.rows] == ["structure", "unbiased", "unbiased-pooled", "variance",
+                                             "independence", "independence"]
+    assert r.rows[0].kind == "exact" and all(row.kind == "stat" for row in r.rows[1:])
+    assert all(math.isclose(row.alpha, 2e-7) for row in r.rows[1:])
+    assert "samples given by the caller" in r.table()
+    doc = json.loads(r.to_json())
+    assert doc["pass"] is True and doc["runs"][0]["decisions"] == 5
+    no_ind = tv.check_samples(g, trits, np.full(256, s, np.float32), independence=False, alpha=1e-3)
+    assert no_ind.decisions == 3 and math.isclose(no_ind.alpha_each, 1e-3 / 3)
+
+
+def test_check_values_reads_decoded_estimates_like_check_samples():
+    g = gaussian(3000, seed=2)
+    payloads = [tg.encode(g, seed=9, step=j, clip="clip", c=2.5) for j in range(64)]
+    values = np.stack([tg.decode(p).values for p in payloads])
+    by_values = tv.check_values(g, values, clip="clip", c=2.5)
+    s = tg.decode(payloads[0]).scalar
+    trits = np.sign(values).astype(np.int8)
+    by_trits = tv.check_samples(g, trits, np.full(64, s, np.float32), clip="clip", c=2.5)
+    assert by_values.passed, by_values.table()
+    assert [r.statistic for r in by_values.rows] == [r.statistic for r in by_trits.rows]
+    # Checked against the wrong clipping rule, the scalar is not the spec's: an exact failure.
+    wrong = tv.check_values(g, values, clip="none")
+    assert wrong.failed_checks == ["structure"] or "structure" in wrong.failed_checks
+    assert "scalar" in rows_of(wrong, "structure")[0].detail
+
+
+def test_a_correct_third_party_codec_with_its_own_random_numbers_passes():
+    """A TernGrad written with NumPy's generator (not Philox): different bytes, same distribution."""
+    g = gaussian(4096, seed=4)
+    rng = np.random.default_rng(123)
+    s = np.float32(np.max(np.abs(g)))
+    keep = rng.random((256, g.size)) < (np.abs(g) / s)[None, :]
+    values = np.where(keep, np.sign(g)[None, :] * s, 0).astype(np.float32)
+    r = tv.check_values(g, values)
+    assert r.passed, r.table()
+
+
+def broken_values(kind, g, draws, rng):
+    s = np.float32(np.max(np.abs(g)))
+    p = np.abs(g) / s
+    if kind == "deterministic":  # rounds instead of sampling
+        keep = np.broadcast_to(p > 0.5, (draws, g.size))
+    elif kind == "biased":  # keeps 10% too rarely
+        keep = rng.random((draws, g.size)) < 0.9 * p
+    elif kind == "shared-uniform":  # one uniform per block of 4 neighbours
+        u = np.repeat(rng.random((draws, g.size // 4)), 4, axis=1)
+        keep = u < p[None, :]
+    elif kind == "l2-scalar":
+        s = np.float32(np.linalg.norm(g))
+        keep = rng.random((draws, g.size)) < (np.abs(g) / s)[None, :]
+    elif kind == "sign-error":
+        keep = rng.random((draws, g.size)) < p[None, :]
+        return np.where(keep, s, 0).astype(np.float32)
+    elif kind == "half-levels":  # small values come out at s/2
+        keep = rng.random((draws, g.size)) < p[None, :]
+        return np.where(keep, np.sign(g) * np.where(p < 0.1, s / 2, s), 0).astype(np.float32)
+    return np.where(keep, np.sign(g)[None, :] * s, 0).astype(np.float32)
+
+
+@pytest.mark.parametrize("kind,check", [
+    ("deterministic", "unbiased"),
+    ("biased", "unbiased"),
+    ("shared-uniform", "independence"),
+    ("l2-scalar", "structure"),
+    ("sign-error", "structure"),
+    ("half-levels", "structure"),
+])
+def test_broken_codecs_fail_the_check_that_targets_them(kind, check):
+    g = gaussian(4096, seed=5)
+    r = tv.check_values(g, broken_values(kind, g, 256, np.random.default_rng(7)))
+    assert check in r.failed_checks, r.table()
+    if kind == "biased":
+        # the pooled row's power: it detects a mean bias of this size; a 10% shortfall of keeps is
+        # a bias of 0.1 * mean(p) s, far above it
+        pooled = rows_of(r, "unbiased-pooled")[0]
+        detectable = float(pooled.detectable.split(">=")[1].split()[0])
+        mean_p = float(np.mean(np.abs(g)) / np.max(np.abs(g)))
+        assert 0.1 * mean_p > 5 * detectable  # 6.5x here
+        assert not pooled.passed
+    if kind == "half-levels":
+        assert "not in {-s, 0, +s}" in rows_of(r, "structure")[0].detail
+
+
+def test_layers_with_a_shared_scalar():
+    a, b = gaussian(2000, seed=6), 0.01 * gaussian(3000, seed=7)
+    shared = tg.shared_scalar(np.array([tg.tensor_scalar(a), tg.tensor_scalar(b)], np.float32))
+    vals = []
+    for t, g in enumerate((a, b)):
+        vals.append(np.stack([tg.decode(tg.encode_with_scalar(g, shared, seed=1, tensor=t, step=j)).values
+                              for j in range(64)]))
+    r = tv.check_values([a, b], vals, scalar=shared)
+    assert r.passed, r.table()
+    assert r.rows[0].detail.startswith("64 steps x 5000 elements")
+    assert tv.check_values([a, b], vals, scalar=[shared, shared]).passed
+    # Checked as if each layer had its own scalar, layer b's scalar is wrong.
+    assert "structure" in tv.check_values([a, b], vals).failed_checks
+
+
+def test_bad_samples_are_named():
+    g = gaussian(100)
+    s, trits = tg.ternarize_steps(g, 8, seed=1)
+    sc = np.full(8, s, np.float32)
+    with pytest.raises(TypeError, match="trits must have dtype int8, got int32"):
+        tv.check_samples(g, trits.astype(np.int32), sc)
+    with pytest.raises(TypeError, match="scalars must have dtype float32, got float64"):
+        tv.check_samples(g, trits, sc.astype(np.float64))
+    with pytest.raises(TypeError, match="g must have dtype float32"):
+        tv.check_values(g.astype(np.float64), (s * trits).astype(np.float32))
+    with pytest.raises(tg.CodecError, match=r"trits has shape \(8, 99\), expected \(8, 100\)"):
+        tv.check_samples(g, trits[:, :99].copy(), sc)
+    with pytest.raises(tg.CodecError, match="at least 2"):
+        tv.check_samples(g, trits[:1].copy(), sc[:1].copy())
+    with pytest.raises(tg.CodecError, match=r"values must have shape \(draws, 100\)"):
+        tv.check_values(g, (s * trits[0]).astype(np.float32))
+    with pytest.raises(tg.CodecError, match="1 gradients and 2 value arrays"):
+        tv.check_values(g, [(s * trits).astype(np.float32)] * 2)
+    bad = g.copy()
+    bad[17] = np.inf
+    with pytest.raises(tg.NonFiniteError) as e:
+        tv.check_samples(bad, trits, sc)
+    assert e.value.index == 17
+    nan_values = (s * trits).astype(np.float32)
+    nan_values[3, 4] = np.nan
+    with pytest.raises(tg.CodecError, match="values row 3 element 4 is not finite"):
+        tv.check_values(g, nan_values)
+    with pytest.raises(tg.CodecError, match="clipping mode"):
+        tv.check_samples(g, trits, sc, clip="clamp")
+    with pytest.raises(tg.CodecError, match="alpha"):
+        tv.check_samples(g, trits, sc, alpha=0.0)
+    with pytest.raises(tg.CodecError, match="scalar: 1 entries for 2 tensors"):
+        tv.check_samples([g, g], [trits, trits], [sc, sc], scalar=[s])
+
+
+# ---- the whole battery: named implementations and Python functions --------------------------------
+
+
+def test_run_on_a_named_implementation_and_a_mutant():
+    ok = tv.run("optimized", profile="quick")
+    assert ok.passed, ok.table()
+    assert ok.profile == "quick" and ok.decisions > 50
+    assert math.isclose(ok.alpha_each * ok.decisions, ok.alpha_total)
+    assert {r.check.split(".")[0] for r in ok.rows} >= set(tv.CHECKS) - {"independence"}
+    bad = tv.run("mutant:uniform8", profile="quick", skip=["cross"])
+    assert not bad.passed and "unbiased-pooled" in bad.failed_checks
+
+
+def test_run_on_the_numpy_example_in_process_matches_the_reference_bytes():
+    """The pure-NumPy codec of examples/ through a Python function: every check passes, including
+    the cross-implementation row (its trits equal the reference codec's)."""
+    nc = numpy_example()
+
+    def draw(g, *, seed, worker, tensor, step, steps, clip, c, scalar):
+        return nc.ternarize(g, seed, worker, tensor, step, steps, clip, c, scalar)
+
+    r = tv.run(draw, profile="quick", name="numpy-example")
+    assert r.impl == "numpy-example"
+    assert r.passed, r.table()
+    cross = rows_of(r, "cross")
+    assert len(cross) == 1 and cross[0].family == "vs reference" and cross[0].passed
+
+
+def test_run_on_a_function_with_its_own_random_numbers():
+    """Statistically correct but not Philox: the statistical checks pass, the byte comparison fails."""
+    nc = numpy_example()
+
+    def draw(g, *, seed, worker, tensor, step, steps, clip, c, scalar):
+        s, cap = nc.rule(g, clip, c, scalar)
+        rng = np.random.default_rng([seed, worker, tensor, step])
+        p = np.minimum(np.abs(g), cap) / s if s > 0 else np.zeros(g.size)
+        keep = rng.random((steps, g.size)) < p[None, :]
+        trits = np.where(keep, np.where(g < 0, -1, 1)[None, :], 0).astype(np.int8)
+        return trits, np.full(steps, s, np.float32)
+
+    r = tv.run(draw, profile="quick")
+    assert r.failed_checks == ["cross"], r.table()
+
+
+def test_run_reports_what_a_broken_function_returns():
+    def wrong_shape(g, *, steps, **_):
+        return np.zeros((steps, g.size + 1), np.float32)
+
+    def wrong_dtype(g, *, steps, **_):
+        return np.zeros((steps, g.size), np.float64)
+
+    def raises(g, **_):
+        raise ZeroDivisionError("inside the codec")
+
+    with pytest.raises(tg.CodecError, match=r"draw\(\) output has shape"):
+        tv.run(wrong_shape)
+    with pytest.raises(TypeError, match=r"draw\(\) output must have dtype float32, got float64"):
+        tv.run(wrong_dtype)
+    with pytest.raises(ZeroDivisionError, match="inside the codec"):
+        tv.run(raises)
+    with pytest.raises(TypeError, match="impl must be a name"):
+        tv.run(42)
+    with pytest.raises(tg.CodecError, match="unknown --impl"):
+        tv.run("fast")
+    with pytest.raises(tg.CodecError, match="unknown profile 'slow'"):
+        tv.run("reference", profile="slow")
+    with pytest.raises(tg.CodecError, match="unknown check 'speed'"):
+        tv.run("reference", skip=["speed"])
+    with pytest.raises(tv.Unavailable, match="cuda"):
+        tv.run("cuda")
+
+
+# ---- the statistics layer -------------------------------------------------------------------------
+
+
+def test_clopper_pearson_and_bernstein_closed_forms():
+    # k = 0: the upper end solves (1 - p)^n = alpha / 2
+    lo, hi = tv.clopper_pearson(10, 0, 0.05)
+    assert lo == 0.0 and math.isclose(hi, 1 - 0.025 ** (1 / 10), rel_tol=1e-12)
+    lo, hi = tv.clopper_pearson(10, 10, 0.05)
+    assert hi == 1.0 and math.isclose(lo, 0.025 ** (1 / 10), rel_tol=1e-12)
+    # Bernstein: x = bL/3 + sqrt((bL/3)^2 + 2 V L), L = ln(2 / alpha)
+    V, b, a = 50.0, 2.0, 1e-6
+    L = math.log(2 / a)
+    assert math.isclose(tv.bernstein_threshold(V, b, a), b * L / 3 + math.sqrt((b * L / 3) ** 2 + 2 * V * L),
+                        rel_tol=1e-12)
+    with pytest.raises(ValueError):
+        tv.clopper_pearson(3, 4, 0.05)
+    with pytest.raises(ValueError):
+        tv.bernstein_threshold(1.0, 1.0, 1.5)
