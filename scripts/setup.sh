@@ -14,7 +14,8 @@ PACKAGES=(
   clang libclang-rt-14-dev valgrind
   python3 python3-dev python3-venv python3-pip
 )
-PY_PACKAGES=(numpy matplotlib nbclient nbformat ipykernel nanobind pytest)
+# wheel and setuptools: `pip install --no-build-isolation ./python` (offline) builds with this venv
+PY_PACKAGES=(numpy matplotlib nbclient nbformat ipykernel nanobind pytest wheel setuptools)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
