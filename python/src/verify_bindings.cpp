@@ -76,6 +76,18 @@ void check_rows(const AnyArray& a, std::size_t draws, std::size_t d, const std::
   }
 }
 
+tv::Result run_checks(const std::vector<tv::TensorSamples>& samples, const std::string& clip, double c, double alpha,
+                      double beta, bool independence, const std::string& family) {
+  tv::SampleCheckOptions o;
+  o.params = check_params(clip, c);
+  o.alpha_total = alpha;
+  o.beta = beta;
+  o.independence = independence;
+  o.family = family;
+  nb::gil_scoped_release release;
+  return tv::check_samples(samples, o);
+}
+
 // ---- a Python function as the battery's implementation ----------------------------------------------
 
 const char* kDrawDoc =
@@ -252,14 +264,7 @@ void bind_verify(nb::module_& m) {
           check_rows(tv_.back().array, sv.back().span.size(), gv.back().span.size(), nth("trits", i, count));
           samples.push_back({gv.back().span, tv_.back().span, sv.back().span, scalar_of(scalar, i, count), {}});
         }
-        tv::SampleCheckOptions o;
-        o.params = check_params(clip, c);
-        o.alpha_total = alpha;
-        o.beta = beta;
-        o.independence = independence;
-        o.family = family;
-        nb::gil_scoped_release release;
-        return tv::check_samples(samples, o);
+        return run_checks(samples, clip, c, alpha, beta, independence, family);
       },
       "g"_a, "trits"_a, "scalars"_a, "clip"_a = "none", "c"_a = 2.5, "scalar"_a = nb::none(), "alpha"_a = 1e-6,
       "beta"_a = 1e-3, "independence"_a = true, "family"_a = "samples",
@@ -298,14 +303,7 @@ void bind_verify(nb::module_& m) {
                                                 nth("values", i, count)));
           samples.push_back({gv.back().span, draws.back().trits, draws.back().scalars, s, draws.back().defect});
         }
-        tv::SampleCheckOptions o;
-        o.params = check_params(clip, c);
-        o.alpha_total = alpha;
-        o.beta = beta;
-        o.independence = independence;
-        o.family = family;
-        nb::gil_scoped_release release;
-        return tv::check_samples(samples, o);
+        return run_checks(samples, clip, c, alpha, beta, independence, family);
       },
       "g"_a, "values"_a, "clip"_a = "none", "c"_a = 2.5, "scalar"_a = nb::none(), "alpha"_a = 1e-6, "beta"_a = 1e-3,
       "independence"_a = true, "family"_a = "samples",
