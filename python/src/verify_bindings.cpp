@@ -157,6 +157,7 @@ void bind_verify(nb::module_& m) {
       "with probability 1 - beta).");
 
   nb::exception<tv::Unavailable>(v, "Unavailable", PyExc_RuntimeError);
+  nb::exception<tv::Interrupted>(v, "Interrupted", PyExc_KeyboardInterrupt);
 
   nb::list profiles;
   for (const char* p : {"quick", "ci", "full"}) profiles.append(p);

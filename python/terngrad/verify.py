@@ -28,6 +28,7 @@ MUTANTS = _v.MUTANTS
 Result = _v.Result
 Row = _v.Row
 Unavailable = _v.Unavailable
+Interrupted = _v.Interrupted  # a KeyboardInterrupt: SIGINT/SIGTERM/SIGHUP during an 'exec:' run
 run = _v.run
 check_samples = _v.check_samples
 check_values = _v.check_values
@@ -41,6 +42,7 @@ __all__ = [
     "Result",
     "Row",
     "Unavailable",
+    "Interrupted",
     "run",
     "check_samples",
     "check_values",

@@ -253,6 +253,24 @@ def test_run_reports_what_a_broken_function_returns():
         tv.run("cuda")
 
 
+def test_a_signal_during_an_exec_run_stops_the_program_and_cleans_up(tmp_path, monkeypatch):
+    import os
+    import signal
+    import sys
+    import threading
+    import time
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    before = signal.getsignal(signal.SIGTERM)
+    threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
+    start = time.monotonic()
+    with pytest.raises(tv.Interrupted, match="signal 15"):
+        tv.run(f"exec:{sys.executable} -c 'import time; time.sleep(30)'")
+    assert time.monotonic() - start < 15      # the sleeping program was killed, not waited for
+    assert list(tmp_path.iterdir()) == []     # the battery's temporary folder is gone
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
 # ---- the statistics layer -------------------------------------------------------------------------
 
 

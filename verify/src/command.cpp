@@ -2,6 +2,7 @@
 // (--impl reference | optimized | cuda | exec:CMD | mutant:NAME) or, with --self-test, on every correct
 // implementation and every mutant. Exit 0 all pass, 1 a check failed, 2 usage or input error.
 //   terngrad verify [--profile quick|ci|full] [--impl optimized] [--json F] [--junit F] [--self-test]
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -142,7 +143,18 @@ int run_verify(const VerifyOptions& o) {
     for (const auto& m : mutant_list()) std::printf("mutant:%-16s %s\n", m.name, m.description);
     return 0;
   }
-  return o.self_test ? run_self_test(o) : run_single(o);
+  try {
+    return o.self_test ? run_self_test(o) : run_single(o);
+  } catch (const Interrupted& e) {
+    // The sampler is gone by now: its program was stopped and its temporary folder removed. No
+    // report was written. Die of the same signal, so the caller sees the conventional status.
+    std::fprintf(stderr, "terngrad verify: %s; the external program was stopped, its temporary folder removed, "
+                         "no report written\n", e.what());
+    std::fflush(stderr);
+    std::signal(e.signal_number(), SIG_DFL);
+    std::raise(e.signal_number());
+    return 128 + e.signal_number();
+  }
 }
 
 }  // namespace

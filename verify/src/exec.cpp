@@ -5,6 +5,7 @@
 // and reads OUT.npy: float32, shape (N, d), row j = the decoded g~ at step K + j. Protocol and
 // example: docs/battery.md, examples/numpy_codec.py.
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -23,8 +24,43 @@
 #include "tg/verify/sampler.hpp"
 
 namespace tg::verify {
+
+Interrupted::Interrupted(int signal_number)
+    : std::runtime_error("interrupted by signal " + std::to_string(signal_number) + " (" +
+                         ::strsignal(signal_number) + ")"),
+      signal_(signal_number) {}
+
 namespace {
 namespace fs = std::filesystem;
+
+// The signal that arrived while an ExecSampler was alive (0: none). Set by the handler only.
+volatile std::sig_atomic_t g_signal = 0;
+extern "C" void note_signal(int sig) { g_signal = sig; }
+
+// Installs note_signal for SIGINT/SIGTERM/SIGHUP for its lifetime, then puts the old handlers back.
+class SignalGuard {
+ public:
+  SignalGuard() {
+    g_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = note_signal;
+    sigemptyset(&sa.sa_mask);
+    for (std::size_t i = 0; i < kCount; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~SignalGuard() {
+    for (std::size_t i = 0; i < kCount; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+  }
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+  static void check() {
+    if (int sig = g_signal) throw Interrupted(sig);
+  }
+
+ private:
+  static constexpr std::size_t kCount = 3;
+  static constexpr int kSignals[kCount] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction old_[kCount];
+};
 
 std::string quote(const std::string& s) {
   std::string out = "'";
@@ -61,6 +97,7 @@ class ExecSampler : public Sampler {
   std::uint64_t max_request_elements() const override { return std::uint64_t{1} << 24; }
 
   Draws draw(const DrawRequest& r) override {
+    SignalGuard::check();
     fs::path in = dir_ / "g.npy", out = dir_ / "out.npy", err = dir_ / "stderr.txt";
     std::error_code ec;
     fs::remove(out, ec);
@@ -115,6 +152,11 @@ class ExecSampler : public Sampler {
       pid_t w = ::waitpid(pid, &status, WNOHANG);
       if (w == pid) break;
       if (w < 0 && errno != EINTR) throw Error(ErrorCode::invalid_argument, "waitpid failed");
+      if (g_signal) {  // stop the program's whole process group, then report (the destructor cleans up)
+        ::kill(-pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        SignalGuard::check();
+      }
       double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (elapsed > options_.timeout_s) {
         ::kill(-pid, SIGKILL);
@@ -135,6 +177,7 @@ class ExecSampler : public Sampler {
                                                    "; its output: " + tail_of(err, 600));
   }
 
+  SignalGuard signals_;  // first member: constructed first, destroyed last (after dir_ is removed)
   std::string command_;
   ExecOptions options_;
   fs::path dir_;

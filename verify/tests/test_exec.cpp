@@ -3,7 +3,14 @@
 // non-finite or malformed values give clear errors. Run: ctest -R tg_verify_tests
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
+#include <thread>
+
+#include <unistd.h>
 
 #include "tg/verify/sampler.hpp"
 
@@ -78,6 +85,46 @@ TEST(Exec, ValuesOutsideTheTernaryLevelsAreADefect) {
   auto g = gradient(64);
   Draws d = s->draw({g, Params{}, {1, 0, 0, 0}, 2, std::nullopt});
   EXPECT_NE(d.defect.find("not in {-s, 0, +s}"), std::string::npos) << d.defect;
+}
+
+TEST(Exec, SignalStopsTheProgramAndRemovesTheTemporaryFolder) {
+  namespace fs = std::filesystem;
+  fs::path tmp = fs::temp_directory_path() / ("tg-interrupt-test-" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  const char* old_tmpdir = std::getenv("TMPDIR");
+  std::string saved = old_tmpdir ? old_tmpdir : "";
+  ::setenv("TMPDIR", tmp.c_str(), 1);
+  struct sigaction before {};
+  ::sigaction(SIGTERM, nullptr, &before);
+  auto start = std::chrono::steady_clock::now();
+  {
+    auto s = make_exec_sampler(fake("sleep"), {60.0});  // the program sleeps 20 s
+    EXPECT_FALSE(fs::is_empty(tmp));                    // the sampler's folder
+    std::thread signaller([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ::kill(::getpid(), SIGTERM);
+    });
+    auto g = gradient(37);
+    int got = 0;
+    try {
+      s->draw({g, Params{}, {9, 1, 2, 3}, 2, std::nullopt});
+    } catch (const Interrupted& e) {
+      got = e.signal_number();
+    }
+    signaller.join();
+    EXPECT_EQ(got, SIGTERM);
+    // Further draws refuse to start while the signal is pending.
+    EXPECT_THROW(s->draw({g, Params{}, {9, 1, 2, 3}, 2, std::nullopt}), Interrupted);
+  }
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(waited, 15.0);          // the program was stopped, not waited for (it sleeps 20 s)
+  EXPECT_TRUE(fs::is_empty(tmp));   // the folder went with the sampler
+  struct sigaction after {};
+  ::sigaction(SIGTERM, nullptr, &after);
+  EXPECT_EQ(after.sa_handler, before.sa_handler);  // the previous handler is back
+  if (old_tmpdir) ::setenv("TMPDIR", saved.c_str(), 1);
+  else ::unsetenv("TMPDIR");
+  fs::remove_all(tmp);
 }
 
 TEST(Exec, MissingProgramIsAnError) {

@@ -70,6 +70,18 @@ std::shared_ptr<const Codec> make_mutant_codec(const std::string& name);
 struct ExecOptions {
   double timeout_s = 120.0;
 };
+/// SIGINT, SIGTERM or SIGHUP while an external-program sampler exists: the sampler stops the running
+/// program (its whole process group), its temporary folder is removed when it is destroyed, and this
+/// propagates from draw(). The sampler's handlers replace the previous ones only for its lifetime.
+class Interrupted : public std::runtime_error {
+ public:
+  explicit Interrupted(int signal_number);
+  int signal_number() const { return signal_; }
+
+ private:
+  int signal_;
+};
+
 /// Runs `command` (a shell command line) with the protocol arguments appended.
 std::unique_ptr<Sampler> make_exec_sampler(const std::string& command, const ExecOptions& options);
 
