@@ -2,10 +2,13 @@
 // (--impl reference | optimized | cuda | exec:CMD | mutant:NAME) or, with --self-test, on every correct
 // implementation and every mutant. Exit 0 all pass, 1 a check failed, 2 usage or input error.
 //   terngrad verify [--profile quick|ci|full] [--impl optimized] [--json F] [--junit F] [--self-test]
+//   terngrad verify --samples G.npy VALUES.npy [--clip none|clip|saturate] [--c C] [--scalar S]
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include <unistd.h>
@@ -13,6 +16,7 @@
 #include "commands.hpp"
 #include "tg/atomic_file.hpp"
 #include "tg/verify/battery.hpp"
+#include "tg/verify/npy.hpp"
 
 namespace tg::app {
 namespace {
@@ -33,6 +37,11 @@ struct VerifyOptions {
   bool no_progress = false;
   bool verbose = false;
   bool list_mutants = false;
+  // --samples G.npy VALUES.npy (repeatable): the per-gradient checks on draws made elsewhere
+  std::vector<std::string> samples;
+  std::string clip = "none";
+  double c = 2.5;
+  double scalar = -1.0;  // < 0: each draw's own scalar
 };
 
 const char* kExampleCommand = "build/venv/bin/python examples/numpy_codec.py";
@@ -136,6 +145,50 @@ int run_self_test(const VerifyOptions& o) {
   return ok ? 0 : 1;
 }
 
+// --samples: g (any shape, read flat) and the decoded draws (shape (draws, *g.shape) or (draws, g.size)).
+int run_samples(const VerifyOptions& o) {
+  if (o.samples.size() % 2 != 0)
+    throw Error(ErrorCode::invalid_argument, "--samples takes two files per tensor: G.npy VALUES.npy (got " +
+                                                 std::to_string(o.samples.size()) + " file names)");
+  SampleCheckOptions so;
+  so.params.clip = parse_clip_mode(o.clip.c_str());
+  so.params.c = o.c;
+  if (o.alpha != 0.0) so.alpha_total = o.alpha;
+  if (o.beta != 0.0) so.beta = o.beta;
+  for (const auto& s : o.skip) {
+    if (s != "independence")
+      throw Error(ErrorCode::invalid_argument, "--samples: only the independence check can be skipped, not '" + s + "'");
+    so.independence = false;
+  }
+  std::optional<float> shared;
+  if (o.scalar >= 0.0) shared = static_cast<float>(o.scalar);
+  std::vector<NpyArray> grads, values;
+  std::vector<Draws> draws;
+  std::vector<TensorSamples> tensors;
+  for (std::size_t i = 0; i + 1 < o.samples.size(); i += 2) {
+    const std::string& gp = o.samples[i];
+    const std::string& vp = o.samples[i + 1];
+    grads.push_back(read_npy(gp));
+    values.push_back(read_npy(vp));
+    const NpyArray& g = grads.back();
+    const NpyArray& v = values.back();
+    std::uint64_t row = 1;
+    for (std::size_t k = 1; k < v.shape.size(); ++k) row *= v.shape[k];
+    if (v.shape.size() < 2 || row != g.data.size())
+      throw Error(ErrorCode::invalid_argument, vp + ": shape must be (draws, " + std::to_string(g.data.size()) +
+                                                   ") for the " + std::to_string(g.data.size()) + " elements of " + gp);
+    if (v.shape[0] > std::numeric_limits<std::uint32_t>::max())
+      throw Error(ErrorCode::invalid_argument, vp + ": too many draws");
+    draws.push_back(draws_from_values(v.data, g.data.size(), static_cast<std::uint32_t>(v.shape[0]), shared, vp));
+  }
+  for (std::size_t i = 0; i < draws.size(); ++i)
+    tensors.push_back({grads[i].data, draws[i].trits, draws[i].scalars, shared, draws[i].defect});
+  Result r = check_samples(tensors, so);
+  std::fputs(format_table(r).c_str(), stdout);
+  write_reports(o, {r});
+  return r.pass() ? 0 : 1;
+}
+
 int run_verify(const VerifyOptions& o) {
   check_writable("--json", o.json);
   check_writable("--junit", o.junit);
@@ -143,6 +196,7 @@ int run_verify(const VerifyOptions& o) {
     for (const auto& m : mutant_list()) std::printf("mutant:%-16s %s\n", m.name, m.description);
     return 0;
   }
+  if (!o.samples.empty()) return run_samples(o);
   try {
     return o.self_test ? run_self_test(o) : run_single(o);
   } catch (const Interrupted& e) {
@@ -196,6 +250,28 @@ Command verify_command() {
     sub->add_flag("--no-progress", opts->no_progress, "No progress line on stderr");
     sub->add_flag("--verbose", opts->verbose, "Self-test: print every run's full table");
     sub->add_flag("--list-mutants", opts->list_mutants, "List the mutants and exit");
+    CLI::Option* samples =
+        sub->add_option("--samples", opts->samples,
+                        "Check draws made elsewhere instead of running an implementation: G.npy (the gradient, "
+                        "float32) and VALUES.npy (float32, shape (draws, G.size), row j = the decoded g~ of draw j); "
+                        "repeat for the layers of one gradient. Runs structure, unbiased, variance and independence "
+                        "(docs/battery.md)")
+            ->expected(2)
+            ->type_name("G.npy VALUES.npy")
+            ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    sub->add_option("--clip", opts->clip, "With --samples: the clipping mode the draws used (none, clip, saturate)")
+        ->check(CLI::IsMember({"none", "clip", "saturate"}))
+        ->capture_default_str()
+        ->needs(samples);
+    sub->add_option("--c", opts->c, "With --samples: the clipping factor c (bound c * sigma)")
+        ->check(positive_finite())
+        ->capture_default_str()
+        ->needs(samples);
+    sub->add_option("--scalar", opts->scalar, "With --samples: the shared scalar the draws were asked for, if any")
+        ->check(CLI::Range(0.0, 3.4e38))
+        ->needs(samples);
+    for (const char* other : {"--impl", "--profile", "--seed", "--self-test", "--example", "--exec-timeout"})
+      samples->excludes(sub->get_option(other));
     return sub;
   };
   c.run_fn = [opts] { return guarded("verify", [&] { return run_verify(*opts); }); };

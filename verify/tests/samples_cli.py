@@ -1,0 +1,88 @@
+"""terngrad-bench: `terngrad verify --samples` end to end: draws written to .npy by the independent NumPy
+implementation of examples/ pass; draws of a codec that rounds instead of sampling fail 'unbiased'
+(exit 1); malformed input exits 2 with one line naming the problem, and writes no report.
+Run by ctest (verify_samples_cli): samples_cli.py TERNGRAD
+Error rate: the passing call is a correct codec at alpha_total 1e-6 with fixed seeds (deterministic)."""
+import importlib.util
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+terngrad = sys.argv[1]
+spec = importlib.util.spec_from_file_location("numpy_codec", REPO / "examples" / "numpy_codec.py")
+nc = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(nc)
+failures = []
+
+
+def run(*args):
+    p = subprocess.run([terngrad, "verify", *map(str, args)], capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def expect(cond, what):
+    if not cond:
+        failures.append(what)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    tmp = pathlib.Path(tmp)
+    g = np.random.default_rng(1).standard_normal((32, 64)).astype(np.float32)   # any shape, read flat
+    draws = nc.ternarize(g.ravel(), 7, 0, 0, 0, 128, "clip", 2.5)               # (128, 2048)
+    np.save(tmp / "g.npy", g)
+    np.save(tmp / "good.npy", draws.reshape(128, 32, 64))
+    rc, out, err = run("--samples", tmp / "g.npy", tmp / "good.npy", "--clip", "clip", "--json", tmp / "r.json")
+    expect(rc == 0 and "verdict: PASS" in out, f"correct draws: exit {rc}\n{out}{err}")
+    doc = json.loads((tmp / "r.json").read_text()) if (tmp / "r.json").exists() else {}
+    expect(doc.get("runs", [{}])[0].get("implementation") == "samples", f"json: {doc}")
+    expect(doc.get("runs", [{}])[0].get("decisions") == 5, f"json decisions: {doc}")
+
+    # Checked under the wrong clipping rule, the scalar is not the spec's: an exact failure.
+    rc, out, _ = run("--samples", tmp / "g.npy", tmp / "good.npy")
+    expect(rc == 1 and "structure" in out and "FAIL" in out, f"wrong rule: exit {rc}\n{out}")
+
+    # Deterministic rounding (keep iff p > 1/2): biased, fails the per-coordinate test.
+    flat = g.ravel()
+    s = np.float32(np.abs(flat).max())
+    rounded = np.where(np.abs(flat) / s > 0.5, np.sign(flat) * s, 0).astype(np.float32)
+    np.save(tmp / "rounded.npy", np.tile(rounded, (128, 1)))
+    rc, out, _ = run("--samples", tmp / "g.npy", tmp / "rounded.npy", "--skip", "independence")
+    expect(rc == 1 and any(line.startswith("unbiased ") and line.rstrip().endswith("FAIL")
+                           for line in out.splitlines()), f"rounding codec: exit {rc}\n{out}")
+
+    # Two layers with one shared scalar.
+    h = (0.01 * np.random.default_rng(2).standard_normal(500)).astype(np.float32)
+    shared = np.float32(max(np.abs(flat).max(), np.abs(h).max()))
+    np.save(tmp / "h.npy", h)
+    np.save(tmp / "g_shared.npy", nc.ternarize(flat, 7, 0, 0, 0, 64, "none", 2.5, shared))
+    np.save(tmp / "h_shared.npy", nc.ternarize(h, 7, 0, 1, 0, 64, "none", 2.5, shared))
+    rc, out, err = run("--samples", tmp / "g.npy", tmp / "g_shared.npy", "--samples", tmp / "h.npy",
+                       tmp / "h_shared.npy", "--scalar", repr(float(shared)))
+    expect(rc == 0 and "2548 elements, 64 draws" in out, f"layers with a shared scalar: exit {rc}\n{out}{err}")
+
+    # Bad input: exit 2, one line naming the problem, no report written.
+    np.save(tmp / "short.npy", draws[:, :100])
+    cases = [
+        (["--samples", tmp / "g.npy", tmp / "short.npy"], "short.npy: shape must be (draws, 2048)"),
+        (["--samples", tmp / "g.npy", tmp / "missing.npy"], "missing.npy"),
+        (["--samples", tmp / "g.npy"], "--samples"),
+        (["--samples", tmp / "g.npy", tmp / "good.npy", "--impl", "reference"], "excludes"),
+        (["--samples", tmp / "g.npy", tmp / "good.npy", "--skip", "streams"], "only the independence check"),
+        (["--clip", "clip"], "--clip requires --samples"),
+    ]
+    for args, needle in cases:
+        (tmp / "bad.json").unlink(missing_ok=True)
+        rc, out, err = run(*args, "--json", tmp / "bad.json")
+        lines = err.strip().splitlines()
+        expect(rc == 2 and len(lines) == 1 and needle in err and not (tmp / "bad.json").exists(),
+               f"{args}: exit {rc}, stderr {err!r}")
+
+for f in failures:
+    print("FAIL:", f)
+print("verify_samples_cli:", "ok" if not failures else f"{len(failures)} failures")
+sys.exit(1 if failures else 0)
