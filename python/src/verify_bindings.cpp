@@ -217,6 +217,12 @@ void bind_verify(nb::module_& m) {
         o.skip.insert(skip.begin(), skip.end());
         o.progress = progress;
         if (nb::isinstance<nb::str>(impl)) {
+          // The run releases the GIL; between blocks of draws it takes it back to let Python's signal
+          // handlers run, so Ctrl-C stops a long run (KeyboardInterrupt) instead of waiting for its end.
+          o.poll = [] {
+            nb::gil_scoped_acquire gil;
+            if (PyErr_CheckSignals() != 0) throw nb::python_error();
+          };
           std::string which = nb::cast<std::string>(impl);
           std::unique_ptr<tv::Sampler> s;
           tv::Result r;

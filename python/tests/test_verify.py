@@ -271,6 +271,20 @@ def test_a_signal_during_an_exec_run_stops_the_program_and_cleans_up(tmp_path, m
     assert signal.getsignal(signal.SIGTERM) == before
 
 
+def test_ctrl_c_stops_a_long_run_of_a_named_implementation():
+    """The full profile takes minutes; a SIGINT half a second in must end it within seconds."""
+    import os
+    import signal
+    import threading
+    import time
+
+    threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        tv.run("optimized", profile="full")
+    assert time.monotonic() - start < 30
+
+
 # ---- the statistics layer -------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <optional>
 
@@ -84,9 +85,11 @@ double keep_probability(float a, double scale) {
 // ---- progress ------------------------------------------------------------------------------------
 class Progress {
  public:
-  Progress(bool on, double total) : on_(on), total_(total), tty_(::isatty(2) != 0) {}
+  Progress(bool on, double total, std::function<void()> poll = {})
+      : on_(on), total_(total), tty_(::isatty(2) != 0), poll_(std::move(poll)) {}
   ~Progress() { finish(); }
   void add(double units, const std::string& what) {
+    if (poll_) poll_();  // may throw: the caller stops the run
     done_ += units;
     if (!on_) return;
     double t = elapsed();
@@ -110,6 +113,7 @@ class Progress {
   bool on_;
   double total_, done_ = 0.0, last_ = 0.0;
   bool tty_, shown_ = false;
+  std::function<void()> poll_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
@@ -949,7 +953,7 @@ Result run_battery(Sampler& sampler, const Options& options) {
   for (const auto& j : jobs) total_units += static_cast<double>(j.steps) * static_cast<double>(j.grad.size());
   if (on("streams")) total_units += 2.0 * P.stream_steps * P.d;
   if (on("aggregate")) total_units += static_cast<double>(P.agg_steps) * P.d * P.agg_workers;
-  Progress progress(options.progress, total_units);
+  Progress progress(options.progress, total_units, options.poll);
   Ctx c{sampler, options, res.alpha_each, res.rows, progress};
 
   double pool_S = 0.0, pool_V = 0.0;

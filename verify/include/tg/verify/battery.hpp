@@ -49,6 +49,7 @@ struct Options {
   std::uint64_t seed = 20171204;
   std::set<std::string> skip;  // check names to leave out (e.g. "cross")
   bool progress = false;       // progress line on stderr
+  std::function<void()> poll;  // if set, called after each block of draws; may throw to stop the run
 };
 
 struct Result {
