@@ -237,8 +237,8 @@ TEST(CudaTiles, DecodeItemsMatchReferenceDecode) {
         ASSERT_EQ(decode_byte_item(body.data(), n, base3, j, want.header.scalar, v1.data(), nullptr), kNoByte);
       for (std::uint64_t it = 0; it < decode_block_items(n, base3); ++it)
         ASSERT_EQ(decode_block_item(body.data(), n, base3, it, want.header.scalar, v2.data(), false), kNoByte);
-      EXPECT_EQ(std::memcmp(v1.data(), want.values.data(), 4 * n), 0) << "n=" << n;
-      EXPECT_EQ(std::memcmp(v2.data(), want.values.data(), 4 * n), 0) << "n=" << n;
+      EXPECT_TRUE(n == 0 || std::memcmp(v1.data(), want.values.data(), 4 * n) == 0) << "n=" << n;
+      EXPECT_TRUE(n == 0 || std::memcmp(v2.data(), want.values.data(), 4 * n) == 0) << "n=" << n;
     }
   }
 }
@@ -261,7 +261,7 @@ TEST(CudaTiles, AggregateItemsMatchReferenceAggregate) {
       for (std::uint64_t j = 0; j < tg::body_bytes(packing, n); ++j)
         ASSERT_EQ(aggregate_item(bodies.data(), 5, base3, n, j, 4.0f, sums.data(), mean.data()), kNoByte);
       EXPECT_EQ(sums, want.sums) << "n=" << n;
-      EXPECT_EQ(std::memcmp(mean.data(), want.mean.data(), 4 * n), 0) << "n=" << n;
+      EXPECT_TRUE(n == 0 || std::memcmp(mean.data(), want.mean.data(), 4 * n) == 0) << "n=" << n;
       if (n >= 8) {  // an invalid byte in worker 3 is reported as 3 * body_bytes + j
         std::uint64_t nb = tg::body_bytes(packing, n);
         payloads[3][tg::kHeaderBytes + 1] = base3 ? 250 : 0xff;

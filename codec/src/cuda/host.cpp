@@ -314,7 +314,7 @@ std::vector<std::vector<std::uint8_t>> encode_layers_payloads(const std::vector<
       if (r.first_bad != kNone) throw NonFiniteError(k.tensor, r.first_bad, layers[i][r.first_bad]);
       std::uint64_t nb = body_bytes(params.packing, layers[i].size());
       std::vector<std::uint8_t> p(kHeaderBytes + nb);
-      std::memcpy(p.data() + kHeaderBytes, bodies.data() + body_offset[j], nb);
+      if (nb) std::memcpy(p.data() + kHeaderBytes, bodies.data() + body_offset[j], nb);  // no null pointers
       out[i] = payload_of(params, layers[i].size(), r, k.tensor, std::move(p));
       ++j;
     } else {

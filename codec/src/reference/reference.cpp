@@ -1,5 +1,6 @@
 // terngrad-bench: the reference codec. Plain loops, one function per equation, never optimized:
 // every faster path (SIMD, threads, CUDA) is tested byte for byte against this file.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -62,7 +63,7 @@ void reference_ternarize(std::span<const float> g, const ScalarRule& rule, const
 
 // byte i/4 |= code(t_i) << 2 (i % 4)
 void pack_2bit(std::span<const std::int8_t> trits, std::span<std::uint8_t> body) {
-  std::memset(body.data(), 0, body.size());
+  std::fill(body.begin(), body.end(), std::uint8_t{0});  // (memset with an empty span's null data() is UB)
   for (std::size_t i = 0; i < trits.size(); ++i)
     body[i / 4] = static_cast<std::uint8_t>(body[i / 4] | (code_2bit(trits[i]) << (2 * (i % 4))));
 }
