@@ -3,7 +3,8 @@
 # into .gpu-bundle/, for scripts/gpu-check.sh --prebuilt on the GPU machine. That machine's image has
 # nvcc, CMake and ninja but none of this project's Debian packages (GoogleTest, Random123, ...), and
 # nothing can be installed there, so the programs travel ready-made: libstdc++, libgcc and the CUDA
-# runtime are linked statically (TG_PORTABLE_BINARIES), leaving glibc >= 2.34 and the NVIDIA driver.
+# runtime are linked statically (TG_PORTABLE_BINARIES), leaving glibc >= 2.35
+# (Debian 12, Ubuntu 22.04 and later) and the NVIDIA driver.
 #   bash scripts/gpu-bundle.sh        then, on the device:  bash scripts/gpu-check.sh --prebuilt .gpu-bundle
 #   (device tool: run with carry [".gpu-bundle"]; .gpu-bundle/ is ignored by git)
 set -euo pipefail
@@ -24,6 +25,10 @@ cp "$build/tests/cuda/tg_cuda_tests" "$build/tests/cuda/tg_cuda_tiles_tests" "$b
   done
 } > .gpu-bundle/MANIFEST.txt
 cat .gpu-bundle/MANIFEST.txt
+if objdump -T .gpu-bundle/tg_* | grep -o 'GLIBC_2\.3[6-9]' | grep -q .; then
+  echo "gpu-bundle: a program needs a glibc newer than 2.35" >&2
+  exit 1
+fi
 if ldd .gpu-bundle/tg_* | grep -q -E 'libcudart|libstdc\+\+|libgcc_s'; then
   echo "gpu-bundle: a program still links libcudart, libstdc++ or libgcc_s dynamically" >&2
   exit 1
