@@ -10,6 +10,7 @@ namespace tg::app {
 
 #ifdef TG_HAVE_CMD_VERIFY
 Command verify_command();
+Command compare_command();
 #endif
 #ifdef TG_HAVE_CMD_CONVERGE
 Command converge_command();
@@ -36,6 +37,7 @@ std::vector<Command> all_commands() {
   std::vector<Command> list;
 #ifdef TG_HAVE_CMD_VERIFY
   list.push_back(verify_command());
+  list.push_back(compare_command());
 #endif
 #ifdef TG_HAVE_CMD_CONVERGE
   list.push_back(converge_command());

@@ -700,7 +700,7 @@ void run_aggregate(Ctx& c, std::size_t d) {
   }
 }
 
-// ---- cross-implementation byte equality -------------------------------------------------------------
+// ---- cross-implementation byte equality (compare_samplers, below, does the work) ------------------
 void run_cross(Ctx& c) {
   std::vector<std::pair<std::string, std::unique_ptr<Sampler>>> others;
   ExecOptions eo;
@@ -712,65 +712,33 @@ void run_cross(Ctx& c) {
   } else {
     others.emplace_back("reference", make_sampler("reference", eo));
   }
-  const std::uint64_t seed = c.opt.seed;
+  CompareOptions co;
+  co.d = c.opt.profile.cross_d;
+  co.seed = c.opt.seed;
+  co.modes = {ClipMode::none, ClipMode::clip};
+  co.shared_scalar = false;
+  // External programs cost a process per request: layers 0, 1 and the last one of each family.
+  co.all_layers = c.sampler.codec() != nullptr;
+  co.stop_at_first = true;
   for (auto& [oname, other] : others) {
+    CompareResult cr = compare_samplers(c.sampler, *other, co);
+    c.progress.add(0.0, "cross");
+    const CompareCase* diff = cr.first_difference();
     Row r;
     r.check = "cross";
-    r.family = "all";
+    r.family = "vs " + oname;
     r.kind = "exact";
     r.threshold = "identical";
     r.pvalue = "-";
     r.power = "any differing bit";
-    std::uint64_t compared = 0, payloads = 0;
-    std::string diff;
-    for (const auto& fam : family_names()) {
-      Gradient G = make_gradient(fam, c.opt.profile.cross_d, seed + 7);
-      for (ClipMode mode : {ClipMode::none, ClipMode::clip}) {
-        Params params;
-        params.clip = mode;
-        for (std::size_t li = 0; li < G.layers.size() && diff.empty(); ++li) {
-          // External programs cost a process per request: layers 0, 1 and the last one of each family.
-          if (!c.sampler.codec() && li > 1 && li + 1 < G.layers.size()) continue;
-          const auto& g = G.layers[li].g;
-          StreamKey key{seed ^ 0x9e3779b97f4a7c15ull, 3, static_cast<std::uint32_t>(li + 5), 11};
-          Draws a = c.sampler.draw({g, params, key, 2, std::nullopt});
-          Draws b = other->draw({g, params, key, 2, std::nullopt});
-          compared += a.trits.size();
-          if (a.scalars != b.scalars) {
-            diff = strf("%s/%s %s: scalar %.9g vs %.9g", fam.c_str(), G.layers[li].name.c_str(), to_string(mode),
-                        static_cast<double>(a.scalars[0]), static_cast<double>(b.scalars[0]));
-          } else if (a.trits != b.trits) {
-            std::size_t k = 0;
-            while (a.trits[k] == b.trits[k]) ++k;
-            diff = strf("%s/%s %s: step %zu element %zu: trit %d vs %d", fam.c_str(), G.layers[li].name.c_str(),
-                        to_string(mode), 11 + k / g.size(), k % g.size(), a.trits[k], b.trits[k]);
-          }
-          const Codec* ca = c.sampler.codec();
-          const Codec* cb = other->codec();
-          if (diff.empty() && ca && cb) {
-            for (Packing pk : {Packing::two_bit, Packing::base3}) {
-              Params pp = params;
-              pp.packing = pk;
-              if (encode(*ca, g, pp, key) != encode(*cb, g, pp, key)) {
-                diff = strf("%s/%s %s %s: payload bytes differ", fam.c_str(), G.layers[li].name.c_str(),
-                            to_string(mode), to_string(pk));
-                break;
-              }
-              ++payloads;
-            }
-          }
-        }
-      }
-      c.progress.add(2.0 * G.size() * 4, "cross");
-    }
-    r.pass = diff.empty();
-    r.statistic = diff.empty() ? strf("%llu trits equal", static_cast<unsigned long long>(compared)) : "differs";
-    r.detail = diff.empty() ? strf("vs %s: every family, clip none and clip, 2 steps: trits and scalars identical%s%s",
-                                   oname.c_str(), c.sampler.codec() ? "" : " (layers 0, 1 and last of multi-layer families)",
-                                   payloads ? strf("; %llu payloads (2bit, base3) byte-identical",
-                                                   static_cast<unsigned long long>(payloads)).c_str() : "")
-                            : "vs " + oname + ": " + diff;
-    r.family = "vs " + oname;
+    r.pass = diff == nullptr;
+    r.statistic = diff ? "differs" : strf("%llu trits equal", static_cast<unsigned long long>(cr.trits()));
+    r.detail = diff ? "vs " + oname + ": " + diff->family + "/" + diff->layer + " " + diff->mode + ": " + diff->difference
+                    : strf("vs %s: every family, clip none and clip, 2 steps: trits and scalars identical%s%s",
+                           oname.c_str(), co.all_layers ? "" : " (layers 0, 1 and last of multi-layer families)",
+                           cr.payloads() ? strf("; %llu payloads (2bit, base3) byte-identical",
+                                                static_cast<unsigned long long>(cr.payloads())).c_str()
+                                         : "");
     c.rows.push_back(r);
   }
 }
@@ -999,6 +967,126 @@ Result run_battery(Sampler& sampler, const Options& options) {
   progress.finish();
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
+}
+
+// ---- compare_samplers ------------------------------------------------------------------------------
+
+bool CompareResult::identical() const { return first_difference() == nullptr; }
+std::uint64_t CompareResult::trits() const {
+  std::uint64_t t = 0;
+  for (const auto& k : cases) t += k.trits;
+  return t;
+}
+std::uint64_t CompareResult::payloads() const {
+  std::uint64_t t = 0;
+  for (const auto& k : cases) t += k.payloads;
+  return t;
+}
+const CompareCase* CompareResult::first_difference() const {
+  for (const auto& k : cases)
+    if (!k.difference.empty()) return &k;
+  return nullptr;
+}
+
+CompareResult compare_samplers(Sampler& a, Sampler& b, const CompareOptions& o) {
+  if (o.d == 0 || o.steps == 0) throw Error(ErrorCode::invalid_argument, "compare: d and steps must be positive");
+  if (o.modes.empty()) throw Error(ErrorCode::invalid_argument, "compare: no clipping mode to compare");
+  auto t0 = std::chrono::steady_clock::now();
+  CompareResult res;
+  res.a = a.name();
+  res.b = b.name();
+  res.options = o;
+  Progress progress(o.progress, static_cast<double>(family_names().size()));
+  const Codec* ca = a.codec();
+  const Codec* cb = b.codec();
+  for (const auto& fam : family_names()) {
+    Gradient G = make_gradient(fam, o.d, o.seed + 7);
+    for (std::size_t li = 0; li < G.layers.size(); ++li) {
+      if (!o.all_layers && li > 1 && li + 1 < G.layers.size()) continue;
+      const auto& g = G.layers[li].g;
+      const StreamKey key{o.seed ^ 0x9e3779b97f4a7c15ull, 3, static_cast<std::uint32_t>(li + 5), 11};
+      std::vector<std::pair<ClipMode, bool>> runs;
+      for (ClipMode m : o.modes) runs.emplace_back(m, false);
+      if (o.shared_scalar) runs.emplace_back(o.modes.front(), true);
+      for (auto [mode, shared] : runs) {
+        Params params;
+        params.clip = mode;
+        std::optional<float> scalar;
+        if (shared) scalar = 2.0f * tensor_scalar(reference_codec(), g, params, key.tensor);
+        CompareCase k;
+        k.family = fam;
+        k.layer = G.layers[li].name;
+        k.mode = std::string(to_string(mode)) + (shared ? "+shared" : "");
+        Draws da = a.draw({g, params, key, o.steps, scalar});
+        Draws db = b.draw({g, params, key, o.steps, scalar});
+        k.trits = da.trits.size();
+        if (da.scalars != db.scalars) {
+          std::size_t j = 0;
+          while (j + 1 < da.scalars.size() && j + 1 < db.scalars.size() && da.scalars[j] == db.scalars[j]) ++j;
+          k.difference = strf("step %zu: scalar %.9g vs %.9g", key.step + j,
+                              da.scalars.empty() ? 0.0 : static_cast<double>(da.scalars[j]),
+                              db.scalars.empty() ? 0.0 : static_cast<double>(db.scalars[j]));
+        } else if (da.trits != db.trits) {
+          std::size_t e = 0;
+          while (da.trits[e] == db.trits[e]) ++e;
+          k.difference = strf("step %zu element %zu (g = %.9g): trit %d vs %d", key.step + e / g.size(), e % g.size(),
+                              static_cast<double>(g[e % g.size()]), da.trits[e], db.trits[e]);
+        } else if (!da.defect.empty() || !db.defect.empty()) {
+          k.difference = "output not of the form {-s, 0, +s}: " + (da.defect.empty() ? db.defect : da.defect);
+        }
+        if (k.difference.empty() && ca && cb) {
+          for (Packing pk : {Packing::two_bit, Packing::base3}) {
+            Params pp = params;
+            pp.packing = pk;
+            auto pa = scalar ? encode_with_scalar(*ca, g, pp, key, *scalar) : encode(*ca, g, pp, key);
+            auto pb = scalar ? encode_with_scalar(*cb, g, pp, key, *scalar) : encode(*cb, g, pp, key);
+            if (pa != pb) {
+              std::size_t j = 0;
+              while (j < pa.size() && j < pb.size() && pa[j] == pb[j]) ++j;
+              k.difference = strf("%s payload: byte %zu differs (%zu vs %zu bytes)", to_string(pk), j, pa.size(),
+                                  pb.size());
+              break;
+            }
+            ++k.payloads;
+          }
+        }
+        bool differs = !k.difference.empty();
+        res.cases.push_back(std::move(k));
+        if (differs && o.stop_at_first) {
+          res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          return res;
+        }
+      }
+    }
+    progress.add(1.0, "compare " + fam);
+  }
+  progress.finish();
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+std::string format_compare(const CompareResult& r) {
+  std::string out = "terngrad compare: " + r.a + " vs " + r.b + strf(" (seed %llu, %zu elements per family, %u steps per key)\n\n",
+                                                                   static_cast<unsigned long long>(r.options.seed),
+                                                                   r.options.d, r.options.steps);
+  std::size_t wf = 6, wl = 5, wm = 4;
+  for (const auto& k : r.cases) wf = std::max(wf, k.family.size()), wl = std::max(wl, k.layer.size()), wm = std::max(wm, k.mode.size());
+  out += strf("%-*s  %-*s  %-*s  %10s  %8s  %s\n", static_cast<int>(wf), "family", static_cast<int>(wl), "layer",
+              static_cast<int>(wm), "clip", "trits", "payloads", "verdict");
+  std::size_t differ = 0;
+  for (const auto& k : r.cases) {
+    differ += !k.difference.empty();
+    out += strf("%-*s  %-*s  %-*s  %10llu  %8u  %s\n", static_cast<int>(wf), k.family.c_str(), static_cast<int>(wl),
+                k.layer.c_str(), static_cast<int>(wm), k.mode.c_str(), static_cast<unsigned long long>(k.trits),
+                k.payloads, k.difference.empty() ? "identical" : ("DIFFERS: " + k.difference).c_str());
+  }
+  if (differ == 0)
+    out += strf("\nverdict: IDENTICAL (%zu cases, %llu trits and scalars, %llu payloads byte for byte) in %.1f s\n",
+                r.cases.size(), static_cast<unsigned long long>(r.trits()), static_cast<unsigned long long>(r.payloads()),
+                r.seconds);
+  else
+    out += strf("\nverdict: DIFFERENT (%zu of %zu cases differ) in %.1f s\n", differ, r.cases.size(), r.seconds);
+  return out;
 }
 
 }  // namespace tg::verify

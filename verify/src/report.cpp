@@ -142,4 +142,22 @@ std::string format_junit(const std::vector<Result>& results) {
   return o.str();
 }
 
+std::string format_compare_json(const CompareResult& r) {
+  nlohmann::json cases = nlohmann::json::array();
+  for (const auto& k : r.cases)
+    cases.push_back({{"family", k.family}, {"layer", k.layer}, {"clip", k.mode}, {"trits", k.trits},
+                     {"payloads", k.payloads}, {"identical", k.difference.empty()}, {"difference", k.difference}});
+  nlohmann::json doc = {{"a", r.a},
+                        {"b", r.b},
+                        {"seed", r.options.seed},
+                        {"d", r.options.d},
+                        {"steps", r.options.steps},
+                        {"identical", r.identical()},
+                        {"trits", r.trits()},
+                        {"payloads", r.payloads()},
+                        {"seconds", r.seconds},
+                        {"cases", cases}};
+  return doc.dump(2) + "\n";
+}
+
 }  // namespace tg::verify

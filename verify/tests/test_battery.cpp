@@ -107,6 +107,47 @@ TEST(Battery, MutantFailsTheChecksThatTargetIt) {
   EXPECT_NE(std::find(fails.begin(), fails.end(), "streams"), fails.end());
 }
 
+// ---- compare_samplers: two implementations bit for bit ---------------------------------------------
+
+TEST(Compare, ReferenceAndPortableAreIdenticalEverywhere) {
+  auto ref = make_sampler("reference", {});
+  auto portable = make_codec_sampler(make_optimized_codec(1, true), "portable");
+  CompareOptions o;
+  o.d = 300;
+  CompareResult r = compare_samplers(*ref, *portable, o);
+  EXPECT_TRUE(r.identical()) << format_compare(r);
+  // every family, every layer, 3 clipping modes + the shared-scalar case
+  std::size_t layers = 0;
+  for (const auto& f : family_names()) layers += make_gradient(f, o.d, 1).layers.size();
+  EXPECT_EQ(r.cases.size(), 4 * layers);
+  EXPECT_EQ(r.payloads(), 2 * r.cases.size());  // 2bit and base3 per case
+  std::uint64_t elements = 0;
+  for (const auto& f : family_names()) elements += make_gradient(f, o.d, 1).size();
+  EXPECT_EQ(r.trits(), 4 * 2 * elements);  // 4 cases x 2 steps per element
+  EXPECT_NE(format_compare(r).find("verdict: IDENTICAL"), std::string::npos);
+  auto doc = nlohmann::json::parse(format_compare_json(r));
+  EXPECT_TRUE(doc["identical"].get<bool>());
+  EXPECT_EQ(doc["cases"].size(), r.cases.size());
+}
+
+TEST(Compare, DifferencesAreNamedAndCanStopAtTheFirst) {
+  auto ref = make_sampler("reference", {});
+  CompareOptions o;
+  o.d = 500;
+  auto u8 = make_sampler("mutant:uniform8", {});
+  CompareResult r = compare_samplers(*ref, *u8, o);
+  ASSERT_FALSE(r.identical());
+  EXPECT_NE(r.first_difference()->difference.find("trit"), std::string::npos) << r.first_difference()->difference;
+  EXPECT_NE(format_compare(r).find("verdict: DIFFERENT"), std::string::npos);
+  auto l2 = make_sampler("mutant:l2-scalar", {});
+  o.stop_at_first = true;
+  CompareResult first = compare_samplers(*ref, *l2, o);
+  ASSERT_EQ(first.cases.size(), 1u);  // the very first case already differs, and the run stopped there
+  EXPECT_NE(first.cases[0].difference.find("scalar"), std::string::npos) << first.cases[0].difference;
+  o.modes.clear();
+  EXPECT_THROW(compare_samplers(*ref, *l2, o), Error);
+}
+
 // ---- check_samples: the per-gradient checks on draws made elsewhere -----------------------------
 
 struct Drawn {

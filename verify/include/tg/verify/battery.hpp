@@ -98,6 +98,39 @@ struct SampleCheckOptions {
 /// non-empty tensors, finite g; tg::Error(invalid_argument) naming the problem otherwise.
 Result check_samples(std::span<const TensorSamples> tensors, const SampleCheckOptions& options);
 
+/// Bit-for-bit comparison of two implementations (`terngrad compare`, and the battery's cross check):
+/// for every gradient family and clipping mode, both draw the same stream keys; scalars and trits
+/// must be equal, and where both have a codec, the 2bit and base3 payloads byte-identical.
+struct CompareOptions {
+  std::size_t d = 4099;            // elements per family (lenet keeps its shapes)
+  std::uint32_t steps = 2;         // draws per request
+  std::uint64_t seed = 20171204;   // of the gradients and the stream keys
+  std::vector<ClipMode> modes = {ClipMode::none, ClipMode::clip, ClipMode::saturate};
+  bool shared_scalar = true;       // one more case per family: a shared scalar (twice the own one)
+  bool all_layers = true;          // false: layers 0, 1 and the last of multi-layer families
+  bool stop_at_first = false;      // stop after the first differing case
+  bool progress = false;           // progress line on stderr
+};
+struct CompareCase {
+  std::string family, layer, mode;  // mode: none | clip | saturate, "+shared" with a shared scalar
+  std::uint64_t trits = 0;          // trits compared
+  std::uint32_t payloads = 0;       // payloads compared byte for byte
+  std::string difference;           // empty when identical; else the first difference
+};
+struct CompareResult {
+  std::string a, b;
+  CompareOptions options;
+  std::vector<CompareCase> cases;
+  double seconds = 0.0;
+  bool identical() const;
+  std::uint64_t trits() const;
+  std::uint64_t payloads() const;
+  const CompareCase* first_difference() const;
+};
+CompareResult compare_samplers(Sampler& a, Sampler& b, const CompareOptions& options);
+std::string format_compare(const CompareResult& result);
+std::string format_compare_json(const CompareResult& result);
+
 /// Report writers.
 std::string format_table(const Result& result);
 std::string format_json(const std::vector<Result>& results);

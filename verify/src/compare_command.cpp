@@ -1,0 +1,93 @@
+// terngrad-bench: `terngrad compare A B`: two implementations, bit for bit (tg::verify::compare_samplers).
+// Every gradient family of the battery, clipping none / clip / saturate and a shared scalar, the same
+// stream keys on both: scalars and trits must be equal, payloads byte-identical where both are codecs.
+// Exit 0 identical, 1 a difference (the table names the first one per case), 2 usage or input error.
+//   terngrad compare reference optimized
+//   terngrad compare reference exec:'python3 mycodec.py' --json diff.json
+#include <cstdio>
+#include <memory>
+
+#include "commands.hpp"
+#include "tg/atomic_file.hpp"
+#include "tg/verify/battery.hpp"
+
+namespace tg::app {
+namespace {
+
+using namespace tg::verify;
+
+struct CompareCli {
+  std::string a, b;
+  std::size_t d = 4099;
+  std::uint32_t steps = 2;
+  std::uint64_t seed = 20171204;
+  std::vector<std::string> clip = {"none", "clip", "saturate"};
+  bool no_shared = false;
+  std::string json;
+  double exec_timeout = 300.0;
+  bool no_progress = false;
+};
+
+int run_compare(const CompareCli& o) {
+  if (o.a.empty() || o.b.empty())
+    throw Error(ErrorCode::invalid_argument, "give two implementations: terngrad compare A B (e.g. reference optimized)");
+  CompareOptions co;
+  co.d = o.d;
+  co.steps = o.steps;
+  co.seed = o.seed;
+  co.modes.clear();
+  for (const auto& m : o.clip) co.modes.push_back(parse_clip_mode(m.c_str()));
+  co.shared_scalar = !o.no_shared;
+  co.progress = !o.no_progress;
+  ExecOptions eo;
+  eo.timeout_s = o.exec_timeout;
+  std::unique_ptr<Sampler> a, b;
+  try {
+    a = make_sampler(o.a, eo);
+    b = make_sampler(o.b, eo);
+  } catch (const Unavailable& e) {
+    std::fprintf(stderr, "terngrad compare: %s\n", e.what());
+    return 2;
+  }
+  CompareResult r = compare_samplers(*a, *b, co);
+  std::fputs(format_compare(r).c_str(), stdout);
+  if (!o.json.empty()) tg::write_file_atomic(o.json, format_compare_json(r));
+  return r.identical() ? 0 : 1;
+}
+
+}  // namespace
+
+Command compare_command() {
+  auto opts = std::make_shared<CompareCli>();
+  Command c;
+  c.add_fn = [opts](CLI::App& app) {
+    CLI::App* sub = app.add_subcommand(
+        "compare", "Two implementations bit for bit: scalars, trits and payload bytes on every gradient family and "
+                   "clipping mode (exit 0 identical, 1 different, 2 error)");
+    const char* impl_help =
+        "Implementation: reference, optimized, cuda, exec:'CMD' (external program, docs/battery.md) or mutant:NAME";
+    // Not ->required(): CLI11 would then report a missing A before an unknown option; run_compare checks.
+    sub->add_option("A", opts->a, impl_help);
+    sub->add_option("B", opts->b, impl_help);
+    sub->add_option("--d", opts->d, "Elements per gradient family (lenet keeps its layer shapes)")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26))
+        ->capture_default_str();
+    sub->add_option("--steps", opts->steps, "Draws per stream key")->check(CLI::Range(1u, 1024u))->capture_default_str();
+    sub->add_option("--seed", opts->seed, "Seed of the gradients and of the stream keys")->capture_default_str();
+    sub->add_option("--clip", opts->clip, "Clipping modes to compare, comma-separated")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"none", "clip", "saturate"}))
+        ->capture_default_str();
+    sub->add_flag("--no-shared", opts->no_shared, "Leave out the case with a shared scalar");
+    sub->add_option("--json", opts->json, "Write every case as JSON to FILE");
+    sub->add_option("--exec-timeout", opts->exec_timeout, "Seconds an external codec may take per call")
+        ->check(CLI::Range(0.001, 86400.0))
+        ->capture_default_str();
+    sub->add_flag("--no-progress", opts->no_progress, "No progress line on stderr");
+    return sub;
+  };
+  c.run_fn = [opts] { return guarded("compare", [&] { return run_compare(*opts); }); };
+  return c;
+}
+
+}  // namespace tg::app
