@@ -142,6 +142,21 @@ std::string fn_name(nb::handle fn) {
   return py_type_name(fn);
 }
 
+// A sampler from an implementation name or a Python draw function; *python says which.
+std::unique_ptr<tv::Sampler> sampler_of(nb::handle impl, const std::optional<std::string>& name, bool* python) {
+  if (nb::isinstance<nb::str>(impl)) {
+    *python = false;
+    return tv::make_sampler(nb::cast<std::string>(impl), {});
+  }
+  if (!PyCallable_Check(impl.ptr()))
+    throw nb::type_error(("impl must be a name ('optimized', 'reference', 'exec:CMD', 'mutant:NAME') or a "
+                          "function draw(g, *, seed, worker, tensor, step, steps, clip, c, scalar), got " +
+                          py_type_name(impl))
+                             .c_str());
+  *python = true;
+  return std::make_unique<PySampler>(nb::borrow<nb::callable>(impl), name ? *name : "python:" + fn_name(impl));
+}
+
 std::string row_repr(const tv::Row& r) {
   std::string verdict = r.kind == "info" ? "info" : (r.pass ? "pass" : "FAIL");
   return "Row(" + r.check + ", " + r.family + ": " + r.statistic + ", threshold " + r.threshold + ", " + verdict + ")";
@@ -216,30 +231,17 @@ void bind_verify(nb::module_& m) {
         o.seed = seed;
         o.skip.insert(skip.begin(), skip.end());
         o.progress = progress;
-        if (nb::isinstance<nb::str>(impl)) {
-          // The run releases the GIL; between blocks of draws it takes it back to let Python's signal
-          // handlers run, so Ctrl-C stops a long run (KeyboardInterrupt) instead of waiting for its end.
-          o.poll = [] {
-            nb::gil_scoped_acquire gil;
-            if (PyErr_CheckSignals() != 0) throw nb::python_error();
-          };
-          std::string which = nb::cast<std::string>(impl);
-          std::unique_ptr<tv::Sampler> s;
-          tv::Result r;
-          {
-            nb::gil_scoped_release release;
-            s = tv::make_sampler(which, {});
-            r = tv::run_battery(*s, o);
-          }
-          return r;
-        }
-        if (!PyCallable_Check(impl.ptr()))
-          throw nb::type_error(("impl must be a name ('optimized', 'reference', 'exec:CMD', 'mutant:NAME') or a "
-                                "function draw(g, *, seed, worker, tensor, step, steps, clip, c, scalar), got " +
-                                py_type_name(impl))
-                                   .c_str());
-        PySampler s(nb::borrow<nb::callable>(impl), name ? *name : "python:" + fn_name(impl));
-        return tv::run_battery(s, o);
+        bool python = false;
+        std::unique_ptr<tv::Sampler> s = sampler_of(impl, name, &python);
+        if (python) return tv::run_battery(*s, o);
+        // The run releases the GIL; between blocks of draws it takes it back to let Python's signal
+        // handlers run, so Ctrl-C stops a long run (KeyboardInterrupt) instead of waiting for its end.
+        o.poll = [] {
+          nb::gil_scoped_acquire gil;
+          if (PyErr_CheckSignals() != 0) throw nb::python_error();
+        };
+        nb::gil_scoped_release release;
+        return tv::run_battery(*s, o);
       },
       "impl"_a = "optimized", "profile"_a = "quick", "seed"_a = 20171204, "skip"_a = std::vector<std::string>{},
       "alpha"_a = nb::none(), "beta"_a = nb::none(), "progress"_a = false, "name"_a = nb::none(),
@@ -251,6 +253,64 @@ void bind_verify(nb::module_& m) {
        "leave out, e.g. ['cross']. A correct implementation fails with probability <= alpha_total. 'cuda' is "
        "not available from Python (Unavailable).")
           .c_str());
+
+  nb::class_<tv::CompareCase>(v, "CompareCase", "One case of compare(): a family, a layer, a clipping mode.")
+      .def_ro("family", &tv::CompareCase::family)
+      .def_ro("layer", &tv::CompareCase::layer)
+      .def_ro("mode", &tv::CompareCase::mode, "'none', 'clip' or 'saturate'; '+shared' with a shared scalar")
+      .def_ro("trits", &tv::CompareCase::trits, "trits compared")
+      .def_ro("payloads", &tv::CompareCase::payloads, "payloads compared byte for byte (0 unless both are codecs)")
+      .def_ro("difference", &tv::CompareCase::difference, "'' when identical, else the first difference")
+      .def_prop_ro("identical", [](const tv::CompareCase& k) { return k.difference.empty(); })
+      .def("__repr__", [](const tv::CompareCase& k) {
+        return "CompareCase(" + k.family + "/" + k.layer + " " + k.mode + ": " +
+               (k.difference.empty() ? std::string("identical") : k.difference) + ")";
+      });
+  nb::class_<tv::CompareResult>(v, "CompareResult", "Two implementations compared bit for bit.")
+      .def_ro("a", &tv::CompareResult::a)
+      .def_ro("b", &tv::CompareResult::b)
+      .def_ro("cases", &tv::CompareResult::cases, "list of CompareCase")
+      .def_ro("seconds", &tv::CompareResult::seconds)
+      .def_prop_ro("identical", &tv::CompareResult::identical, "True when every case is identical")
+      .def_prop_ro("trits", &tv::CompareResult::trits)
+      .def_prop_ro("payloads", &tv::CompareResult::payloads)
+      .def_prop_ro("first_difference",
+                   [](const tv::CompareResult& r) -> std::optional<tv::CompareCase> {
+                     const tv::CompareCase* k = r.first_difference();
+                     return k ? std::optional<tv::CompareCase>(*k) : std::nullopt;
+                   },
+                   "the first differing CompareCase, or None")
+      .def("table", &tv::format_compare, "The table `terngrad compare` prints.")
+      .def("to_json", &tv::format_compare_json, "The JSON of `terngrad compare --json`.")
+      .def("__repr__", [](const tv::CompareResult& r) {
+        return "CompareResult(" + r.a + " vs " + r.b + ": " + (r.identical() ? "identical" : "DIFFERENT") + ", " +
+               std::to_string(r.cases.size()) + " cases)";
+      });
+
+  v.def(
+      "compare",
+      [](nb::handle a, nb::handle b, std::size_t d, std::uint32_t steps, std::uint64_t seed,
+         std::vector<std::string> clip, bool shared, bool stop_at_first) {
+        tv::CompareOptions o;
+        o.d = d;
+        o.steps = steps;
+        o.seed = seed;
+        o.modes.clear();
+        for (const auto& m : clip) o.modes.push_back(tg::parse_clip_mode(m.c_str()));
+        o.shared_scalar = shared;
+        o.stop_at_first = stop_at_first;
+        bool pa = false, pb = false;
+        std::unique_ptr<tv::Sampler> sa = sampler_of(a, std::nullopt, &pa), sb = sampler_of(b, std::nullopt, &pb);
+        if (pa || pb) return tv::compare_samplers(*sa, *sb, o);
+        nb::gil_scoped_release release;
+        return tv::compare_samplers(*sa, *sb, o);
+      },
+      "a"_a, "b"_a, "d"_a = 4099, "steps"_a = 2, "seed"_a = 20171204,
+      "clip"_a = std::vector<std::string>{"none", "clip", "saturate"}, "shared"_a = true, "stop_at_first"_a = false,
+      "Compare two implementations bit for bit (`terngrad compare`): each a name as in run() or a draw "
+      "function. Every family and layer of the battery, each clipping mode in `clip` and (shared=True) once "
+      "with a shared scalar: scalars and trits equal, payloads byte-identical where both are codecs. "
+      "Returns a CompareResult (identical, cases, first_difference, table()).");
 
   v.def(
       "check_samples",

@@ -12,6 +12,8 @@ Two ways in:
       result = terngrad.verify.run(draw, profile="quick")
       print(result.table()); assert result.passed
 
+* ``compare(a, b)`` compares two implementations (names or draw functions) bit for bit.
+
 * ``check_samples(g, trits, scalars)`` / ``check_values(g, values)`` run the per-gradient checks
   (structure, unbiased per coordinate and pooled, variance identity, independence) on draws you made
   anywhere, e.g. with another library, saved from a GPU, or with a codec under development.
@@ -30,6 +32,9 @@ Row = _v.Row
 Unavailable = _v.Unavailable
 Interrupted = _v.Interrupted  # a KeyboardInterrupt: SIGINT/SIGTERM/SIGHUP during an 'exec:' run
 run = _v.run
+compare = _v.compare
+CompareResult = _v.CompareResult
+CompareCase = _v.CompareCase
 check_samples = _v.check_samples
 check_values = _v.check_values
 clopper_pearson = _v.clopper_pearson
@@ -44,6 +49,9 @@ __all__ = [
     "Unavailable",
     "Interrupted",
     "run",
+    "compare",
+    "CompareResult",
+    "CompareCase",
     "check_samples",
     "check_values",
     "clopper_pearson",

@@ -225,6 +225,29 @@ def test_run_on_a_function_with_its_own_random_numbers():
     assert r.failed_checks == ["cross"], r.table()
 
 
+def test_compare_names_and_functions_bit_for_bit():
+    nc = numpy_example()
+
+    def draw(g, *, seed, worker, tensor, step, steps, clip, c, scalar):
+        return nc.ternarize(g, seed, worker, tensor, step, steps, clip, c, scalar)
+
+    same = tv.compare("reference", draw, d=300)
+    assert same.identical, same.table()
+    assert same.payloads == 0 and same.trits > 0      # a function has no payloads to compare
+    codecs = tv.compare("reference", "optimized", d=300)
+    assert codecs.identical and codecs.payloads == 2 * len(codecs.cases)
+    assert {k.mode for k in codecs.cases} == {"none", "clip", "saturate", "none+shared"}
+
+    def off_by_one_step(g, *, seed, worker, tensor, step, steps, clip, c, scalar):
+        return nc.ternarize(g, seed, worker, tensor, step + 1, steps, clip, c, scalar)
+
+    diff = tv.compare("reference", off_by_one_step, d=300, stop_at_first=True)
+    assert not diff.identical and len(diff.cases) == 1
+    assert "trit" in diff.first_difference.difference
+    assert "verdict: DIFFERENT" in diff.table()
+    assert json.loads(diff.to_json())["identical"] is False
+
+
 def test_run_reports_what_a_broken_function_returns():
     def wrong_shape(g, *, steps, **_):
         return np.zeros((steps, g.size + 1), np.float32)
