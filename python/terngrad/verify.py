@@ -24,30 +24,14 @@ probability ``1 - beta``. Rows: ``result.rows``; the text report: ``result.table
 """
 from ._core import verify as _v
 
-CHECKS = _v.CHECKS
-PROFILES = _v.PROFILES
-MUTANTS = _v.MUTANTS
-Result = _v.Result
-Row = _v.Row
-Unavailable = _v.Unavailable
-Interrupted = _v.Interrupted  # a KeyboardInterrupt: SIGINT/SIGTERM/SIGHUP during an 'exec:' run
-run = _v.run
-compare = _v.compare
-CompareResult = _v.CompareResult
-CompareCase = _v.CompareCase
-check_samples = _v.check_samples
-check_values = _v.check_values
-clopper_pearson = _v.clopper_pearson
-bernstein_threshold = _v.bernstein_threshold
-
 __all__ = [
-    "CHECKS",
-    "PROFILES",
-    "MUTANTS",
+    "CHECKS",            # check names, in report order
+    "PROFILES",          # 'quick', 'ci', 'full'
+    "MUTANTS",           # name -> description of the deliberately broken codecs
     "Result",
     "Row",
-    "Unavailable",
-    "Interrupted",
+    "Unavailable",       # e.g. impl='cuda' (not in the Python module)
+    "Interrupted",       # a KeyboardInterrupt: SIGINT/SIGTERM/SIGHUP during an 'exec:' run
     "run",
     "compare",
     "CompareResult",
@@ -57,3 +41,4 @@ __all__ = [
     "clopper_pearson",
     "bernstein_threshold",
 ]
+globals().update({name: getattr(_v, name) for name in __all__})
