@@ -153,6 +153,27 @@ BernsteinOutcome bernstein_decide(double S, double V, double b, double alpha, do
   return o;
 }
 
+// A failed row's detail starts with what was observed and where the line was.
+void mark_rejected(Row& r) {
+  if (!r.pass) r.detail = "rejected: " + r.statistic + ", outside " + r.threshold + "; " + r.detail;
+}
+
+// The pooled unbiasedness row: S = sum of M terms sign(x) t - p in [-1, 1], variance V under H0,
+// reported per term in units of the scalar.
+Row pooled_bias_row(const Ctx& c, std::string check, std::string family, double S, double V, double M,
+                    std::string detail) {
+  Row r = stat_row(c, std::move(check), std::move(family));
+  auto o = bernstein_decide(S, V, 1.0, c.alpha, c.opt.profile.beta);
+  r.statistic = strf("mean bias %.3g s", S / M);
+  r.threshold = strf("|.| <= %.3g s", o.threshold / M);
+  r.pvalue = strf("p <= %.2g", o.pvalue);
+  r.power = strf("bias >= %.3g s", o.detectable / M);
+  r.pass = o.pass;
+  r.detail = std::move(detail);
+  mark_rejected(r);
+  return r;
+}
+
 // ---- the per-family job: structure, unbiased (per coordinate + pooled), variance, independence --
 
 struct JobSpec {
@@ -431,17 +452,9 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
   for (std::size_t e = 0; e < D; ++e) pooled_V += phat[e] * (1.0 - phat[e]);
   pooled_V *= n;
   {
-    Row r = stat_row(c, row_prefix(job, "unbiased-pooled"), fam);
-    auto o = bernstein_decide(pooled_S, pooled_V, 1.0, c.alpha, beta);
-    double N = static_cast<double>(n) * static_cast<double>(D);
-    r.statistic = strf("mean bias %.3g s", pooled_S / N);
-    r.threshold = strf("|.| <= %.3g s", o.threshold / N);
-    r.pvalue = strf("p <= %.2g", o.pvalue);
-    r.power = strf("bias >= %.3g s", o.detectable / N);
-    r.pass = o.pass;
-    r.detail = "Bernstein on sum over draws and coordinates of sign(x_k) t_k - p_k (terms in [-1,1], known variance)";
-    if (!r.pass) r.detail = "rejected: " + r.statistic + ", outside " + r.threshold + "; " + r.detail;
-    c.rows.push_back(r);
+    c.rows.push_back(pooled_bias_row(
+        c, row_prefix(job, "unbiased-pooled"), fam, pooled_S, pooled_V, static_cast<double>(n) * static_cast<double>(D),
+        "Bernstein on sum over draws and coordinates of sign(x_k) t_k - p_k (terms in [-1,1], known variance)"));
     out.pooled_S = pooled_S;
     out.pooled_V = pooled_V;
   }
@@ -463,7 +476,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
     r.pass = o.pass;
     r.detail = strf("E||g~ - x||^2 = sum_l (s_l ||x_l||_1 - ||x_l||_2^2) = %.6g; observed mean %.6g", identity,
                     (var_S / n + var_E) * N0 * N0);
-    if (!r.pass) r.detail = "rejected: " + r.statistic + ", outside " + r.threshold + "; " + r.detail;
+    mark_rejected(r);
     c.rows.push_back(r);
     out.var_expected = var_E * N0 * N0;
     out.var_observed = (var_S / n + var_E) * N0 * N0;
@@ -482,7 +495,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
       r.detail = strf("keep masks, blocks of %d neighbours (offset %d): B = sum (b_k - p_k), E[B^2] = sum p(1-p) "
                       "when the masks are independent (correlation within a block moves it); Bernstein with exact fourth moments",
                       kBlock, o * kBlock / 2);
-      if (!r.pass) r.detail = "rejected: " + r.statistic + ", outside " + r.threshold + "; " + r.detail;
+      mark_rejected(r);
       c.rows.push_back(r);
     }
   }
@@ -561,7 +574,7 @@ void run_streams(Ctx& c, const Gradient& G) {
     r.pass = o.pass;
     r.detail = strf("%s: sum over %.0f pairs of draws and %zu coordinates of (b_k - p_k)(b'_k - p_k), b the keep "
                     "masks (independent terms in [-1,1]); catches a reused stream", names[i], pairs, d);
-    if (!r.pass) r.detail = "rejected: " + r.statistic + ", outside " + r.threshold + "; " + r.detail;
+    mark_rejected(r);
     c.rows.push_back(r);
   }
 }
@@ -672,19 +685,9 @@ void run_aggregate(Ctx& c, std::size_t d) {
   st.pass = bad == 0 && payload_ok;
   st.detail = bad ? msg : payload_msg;
   c.rows.push_back(st);
-  {
-    Row r = stat_row(c, "aggregate.unbiased-pooled", st.family);
-    auto o = bernstein_decide(Spool, Vpool, 1.0, c.alpha, c.opt.profile.beta);
-    double M = static_cast<double>(n) * d * N;
-    r.statistic = strf("mean bias %.3g s", Spool / M);
-    r.threshold = strf("|.| <= %.3g s", o.threshold / M);
-    r.pvalue = strf("p <= %.2g", o.pvalue);
-    r.power = strf("bias >= %.3g s", o.detectable / M);
-    r.pass = o.pass;
-    r.detail = "E[mean of the workers' g~] = mean of the g_w with the shared scalar s = max_w s_w";
-    if (!r.pass) r.detail = "rejected: " + r.statistic + ", outside " + r.threshold + "; " + r.detail;
-    c.rows.push_back(r);
-  }
+  c.rows.push_back(pooled_bias_row(c, "aggregate.unbiased-pooled", st.family, Spool, Vpool,
+                                    static_cast<double>(n) * d * N,
+                                    "E[mean of the workers' g~] = mean of the g_w with the shared scalar s = max_w s_w"));
   {
     Row r = stat_row(c, "aggregate.variance", st.family);
     auto o = bernstein_decide(Svar, Vvar, static_cast<double>(N) * N, c.alpha, c.opt.profile.beta);
@@ -695,7 +698,7 @@ void run_aggregate(Ctx& c, std::size_t d) {
     r.power = strf("rel. error >= %.3g", o.detectable / E);
     r.pass = o.pass;
     r.detail = strf("E||mean g~ - mean g||^2 = (1/N^2) sum_w (s ||g_w||_1 - ||g_w||_2^2) = %.6g", identity);
-    if (!r.pass) r.detail = "rejected: " + r.statistic + ", outside " + r.threshold + "; " + r.detail;
+    mark_rejected(r);
     c.rows.push_back(r);
   }
 }
@@ -932,18 +935,11 @@ Result run_battery(Sampler& sampler, const Options& options) {
     if (i >= main_jobs && i < clip_end) clipping_info(c, jobs[i].grad, jobs[i].params);
   }
   if (main_jobs) {
-    Row r = stat_row(c, "unbiased-pooled", "all families");
-    auto o = bernstein_decide(pool_S, pool_V, 1.0, c.alpha, P.beta);
     double N = 0;
     for (std::size_t i = 0; i < main_jobs; ++i) N += static_cast<double>(jobs[i].steps) * jobs[i].grad.size();
-    r.statistic = strf("mean bias %.3g s", pool_S / N);
-    r.threshold = strf("|.| <= %.3g s", o.threshold / N);
-    r.pvalue = strf("p <= %.2g", o.pvalue);
-    r.power = strf("bias >= %.3g s", o.detectable / N);
-    r.pass = o.pass;
-    r.detail = "the pooled statistic summed over every family (independent draws): small biases in every coordinate";
-    if (!r.pass) r.detail = "rejected: " + r.statistic + ", outside " + r.threshold + "; " + r.detail;
-    res.rows.push_back(r);
+    res.rows.push_back(pooled_bias_row(
+        c, "unbiased-pooled", "all families", pool_S, pool_V, N,
+        "the pooled statistic summed over every family (independent draws): small biases in every coordinate"));
   }
   // layer-wise vs global scalar: both identities are tested above; the ratio is reported here.
   for (std::size_t i = clip_end; i < jobs.size(); ++i) {
