@@ -11,6 +11,7 @@ namespace tg::app {
 #ifdef TG_HAVE_CMD_VERIFY
 Command verify_command();
 Command compare_command();
+Command calibrate_command();
 #endif
 #ifdef TG_HAVE_CMD_CONVERGE
 Command converge_command();
@@ -38,6 +39,7 @@ std::vector<Command> all_commands() {
 #ifdef TG_HAVE_CMD_VERIFY
   list.push_back(verify_command());
   list.push_back(compare_command());
+  list.push_back(calibrate_command());
 #endif
 #ifdef TG_HAVE_CMD_CONVERGE
   list.push_back(converge_command());

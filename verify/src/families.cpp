@@ -1,13 +1,13 @@
-// terngrad-bench: gradient families of the battery (see tg/verify/families.hpp). The "lenet"
-// family is generated here, not saved from training: LeNet-5 layer shapes (61,706 parameters) with
-// per-layer scales typical of an early SGD step on MNIST-like data, heavy tails (Student-t, 3 dof),
-// and dead ReLU units (rows of fc1/fc2 exactly zero).
+// terngrad-bench: gradient families of the battery (see tg/verify/families.hpp, which documents
+// every draw exactly). All randomness comes from Philox4x32-10 through PhiloxWordStream, so the
+// battery's inputs are the same on every standard library and can be rebuilt in NumPy.
 #include "tg/verify/families.hpp"
 
+#include <algorithm>
 #include <cmath>
-#include <random>
 
 #include "tg/error.hpp"
+#include "tg/philox.hpp"
 
 namespace tg::verify {
 
@@ -18,9 +18,9 @@ std::size_t Gradient::size() const {
 }
 
 const std::vector<std::string>& family_names() {
-  static const std::vector<std::string> names = {"gaussian", "laplace", "student_t", "sparse",
-                                                 "spike",    "constant", "zeros",    "tiny",
-                                                 "huge",     "multilayer", "lenet"};
+  static const std::vector<std::string> names = {
+      "gaussian", "laplace", "student_t", "sparse",     "spike", "constant",
+      "zeros",    "tiny",    "huge",      "pladder",    "multilayer", "lenet"};
   return names;
 }
 
@@ -32,22 +32,104 @@ std::uint32_t fnv1a(const std::string& s) {
   return h;
 }
 
-std::vector<float> gaussian(std::size_t d, double scale, std::mt19937_64& rng) {
-  std::normal_distribution<double> n(0.0, 1.0);
+/// Sequential 32-bit words of Philox4x32-10: word j is word (j % 4) of
+/// philox4x32_10({j/4 low 32 bits, j/4 high 32 bits, tag, 0}, key = {seed low, seed high}).
+/// The transforms below are the documented ones (families.hpp); change one and every input changes.
+class PhiloxWordStream {
+ public:
+  PhiloxWordStream(std::uint64_t seed, std::uint32_t tag) : seed_(seed), tag_(tag) {}
+
+  std::uint32_t next_word() {
+    const std::uint64_t block = next_ / 4;
+    const unsigned lane = static_cast<unsigned>(next_ % 4);
+    if (lane == 0) {  // first word of a new block
+      const PhiloxBlock counter = {
+          {static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), tag_, 0u}};
+      words_ = philox4x32_10(counter, static_cast<std::uint32_t>(seed_),
+                             static_cast<std::uint32_t>(seed_ >> 32));
+    }
+    ++next_;
+    return words_.v[lane];
+  }
+
+  /// ((a >> 5) * 2^26 + (b >> 6) + 0.5) / 2^53 from two consecutive words a, b. In (0, 1) except
+  /// that the top value rounds to exactly 1.0 (probability 2^-53); every transform tolerates it.
+  double uniform() {
+    const std::uint64_t a = next_word() >> 5;  // 27 bits
+    const std::uint64_t b = next_word() >> 6;  // 26 bits
+    const double two_26 = 67108864.0, two_53 = 9007199254740992.0;
+    return (static_cast<double>(a) * two_26 + static_cast<double>(b) + 0.5) / two_53;
+  }
+
+  /// Box-Muller, one output per pair of uniforms: sqrt(-2 ln u1) * cos(2 pi u2).
+  double normal() {
+    const double u1 = uniform();
+    const double u2 = uniform();
+    const double two_pi = 6.283185307179586;  // 2 * pi rounded to double (NumPy's 2 * np.pi)
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(two_pi * u2);
+  }
+
+  /// Exponential(1): -ln u.
+  double exponential() { return -std::log(uniform()); }
+
+  /// Student-t with 3 degrees of freedom: z / sqrt((z1^2 + z2^2 + z3^2) / 3), z drawn first.
+  double student_t3() {
+    const double z = normal();
+    const double z1 = normal(), z2 = normal(), z3 = normal();
+    return z / std::sqrt((z1 * z1 + z2 * z2 + z3 * z3) / 3.0);
+  }
+
+  /// Bernoulli(q): u < q.
+  bool bernoulli(double q) { return uniform() < q; }
+
+  /// Uniform integer in [0, n): floor(u n), clamped to n - 1.
+  std::size_t index_below(std::size_t n) {
+    const auto k = static_cast<std::size_t>(std::floor(uniform() * static_cast<double>(n)));
+    return std::min(k, n - 1);
+  }
+
+ private:
+  std::uint64_t seed_;
+  std::uint32_t tag_;
+  std::uint64_t next_ = 0;  // index j of the next word
+  PhiloxBlock words_{};
+};
+
+std::vector<float> gaussian(std::size_t d, double scale, PhiloxWordStream& rng) {
   std::vector<float> g(d);
-  for (auto& x : g) x = static_cast<float>(scale * n(rng));
+  for (auto& x : g) x = static_cast<float>(scale * rng.normal());
   return g;
 }
 
-std::vector<float> student(std::size_t d, double scale, std::mt19937_64& rng) {
-  std::student_t_distribution<double> t(3.0);
+std::vector<float> student(std::size_t d, double scale, PhiloxWordStream& rng) {
   std::vector<float> g(d);
-  for (auto& x : g) x = static_cast<float>(scale * t(rng));
+  for (auto& x : g) x = static_cast<float>(scale * rng.student_t3());
   return g;
 }
 
-Gradient lenet(std::mt19937_64& rng) {
-  // name, rows (output units), columns, per-layer scale of the gradient entries
+/// Keep-probability ladder: g[0] = 1 (so s = max|g| = 1 and p = |g|), then magnitudes log-uniform
+/// in the bin picked by k % 8, each a float in [lower, upper), with a random sign.
+std::vector<float> pladder(std::size_t d, PhiloxWordStream& rng) {
+  struct Bin { double lower, upper; };
+  static const Bin bins[8] = {
+      {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11},
+      {0x1p-11, 0x1p-10}, {0x1p-10, 0x1p-6},  {0x1p-6, 0x1p-1},   {0x1p-1, 1.0},
+  };
+  std::vector<float> g(d);
+  g[0] = 1.0f;
+  for (std::size_t k = 1; k < d; ++k) {
+    const Bin& bin = bins[k % 8];
+    const double magnitude = bin.lower * std::pow(bin.upper / bin.lower, rng.uniform());
+    const float lower = static_cast<float>(bin.lower);
+    const float below_upper = std::nextafter(static_cast<float>(bin.upper), 0.0f);
+    const float m = std::clamp(static_cast<float>(magnitude), lower, below_upper);
+    g[k] = rng.uniform() < 0.5 ? -m : m;
+  }
+  return g;
+}
+
+Gradient lenet(PhiloxWordStream& rng) {
+  // name, rows (output units), columns, per-layer scale of the gradient entries, dead-row chance
   struct Shape { const char* name; std::size_t rows, cols; double scale; double dead; };
   static const Shape shapes[] = {
       {"conv1.weight", 6, 25, 3e-2, 0.0},    {"conv1.bias", 1, 6, 1e-2, 0.0},
@@ -58,11 +140,10 @@ Gradient lenet(std::mt19937_64& rng) {
   };
   Gradient out;
   out.family = "lenet";
-  std::uniform_real_distribution<double> u(0.0, 1.0);
   for (const auto& s : shapes) {
     Layer l{s.name, student(s.rows * s.cols, s.scale, rng)};
-    for (std::size_t r = 0; r < s.rows; ++r)
-      if (u(rng) < s.dead)
+    for (std::size_t r = 0; r < s.rows; ++r)  // one uniform per row, even where dead == 0
+      if (rng.bernoulli(s.dead))
         for (std::size_t c = 0; c < s.cols; ++c) l.g[r * s.cols + c] = 0.0f;
     out.layers.push_back(std::move(l));
   }
@@ -73,33 +154,31 @@ Gradient lenet(std::mt19937_64& rng) {
 
 Gradient make_gradient(const std::string& name, std::size_t d, std::uint64_t seed) {
   if (d == 0) throw Error(ErrorCode::invalid_argument, "gradient size must be positive");
-  std::seed_seq seq{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32),
-                    fnv1a(name)};
-  std::mt19937_64 rng(seq);
+  PhiloxWordStream rng(seed, fnv1a(name));
   Gradient out;
   out.family = name;
   auto single = [&](std::vector<float> g) { out.layers.push_back({name, std::move(g)}); };
   if (name == "gaussian") {
     single(gaussian(d, 1.0, rng));
   } else if (name == "laplace") {
-    std::exponential_distribution<double> e(1.0);
-    std::bernoulli_distribution b(0.5);
     std::vector<float> g(d);
-    for (auto& x : g) x = static_cast<float>(b(rng) ? e(rng) : -e(rng));
+    for (auto& x : g) {
+      const bool negative = rng.uniform() < 0.5;  // sign first, then the magnitude
+      const double e = rng.exponential();
+      x = static_cast<float>(negative ? -e : e);
+    }
     single(std::move(g));
   } else if (name == "student_t") {
     single(student(d, 1.0, rng));
   } else if (name == "sparse") {
-    std::vector<float> g = gaussian(d, 1.0, rng);
-    std::bernoulli_distribution zero(0.95);
+    std::vector<float> g = gaussian(d, 1.0, rng);  // all d normals first, then the d zero draws
     for (auto& x : g)
-      if (zero(rng)) x = 0.0f;
+      if (rng.bernoulli(0.95)) x = 0.0f;
     single(std::move(g));
   } else if (name == "spike") {
-    std::uniform_real_distribution<double> u(-1e-3, 1e-3);
     std::vector<float> g(d);
-    for (auto& x : g) x = static_cast<float>(u(rng));
-    g[std::uniform_int_distribution<std::size_t>(0, d - 1)(rng)] = -1.0f;
+    for (auto& x : g) x = static_cast<float>(-1e-3 + 2e-3 * rng.uniform());
+    g[rng.index_below(d)] = -1.0f;
     single(std::move(g));
   } else if (name == "constant") {
     single(std::vector<float>(d, 0.25f));
@@ -109,8 +188,10 @@ Gradient make_gradient(const std::string& name, std::size_t d, std::uint64_t see
     single(gaussian(d, 1e-30, rng));
   } else if (name == "huge") {
     single(gaussian(d, 1e30, rng));
+  } else if (name == "pladder") {
+    single(pladder(d, rng));
   } else if (name == "multilayer") {
-    // four tensors whose scales differ by 100x from one to the next
+    // four tensors whose scales differ by 100x from one to the next, drawn in order from one stream
     std::size_t sizes[4] = {d / 2, d / 4, d / 8, d - d / 2 - d / 4 - d / 8};
     double scales[4] = {1.0, 1e-2, 1e-4, 1e2};
     for (int l = 0; l < 4; ++l)

@@ -1,6 +1,7 @@
 // terngrad-bench: the battery's reports: the table on stdout, --json FILE, --junit FILE (JUnit XML).
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -73,7 +74,9 @@ std::string format_json(const std::vector<Result>& results) {
       rows.push_back({{"check", r.check},         {"family", r.family}, {"kind", r.kind},
                       {"statistic", r.statistic}, {"threshold", r.threshold}, {"p_value", r.pvalue},
                       {"detectable", r.power},    {"alpha", r.alpha},   {"pass", r.pass},
-                      {"detail", r.detail}});
+                      {"detail", r.detail},       {"id", r.id},
+                      {"z", std::isfinite(r.z) ? nlohmann::json(r.z) : nlohmann::json()},
+                      {"p", std::isfinite(r.p) ? nlohmann::json(r.p) : nlohmann::json()}});
     all = all && res.pass();
     runs.push_back({{"implementation", res.impl},
                     {"profile", P.name},

@@ -1,5 +1,6 @@
-// terngrad-bench: battery samplers: tg::Codec-backed (reference, optimized, CUDA, mutants), the
-// eight mutants of STATISTICS.md, and the --impl parser. The external-program sampler is exec.cpp.
+// terngrad-bench: battery samplers: tg::Codec-backed (reference, optimized, CUDA, mutants, variants),
+// the mutants (deliberately wrong codecs), the correct variants, and the --impl parser. The
+// external-program sampler is exec.cpp.
 #include "tg/verify/sampler.hpp"
 
 #include <algorithm>
@@ -48,7 +49,9 @@ class CodecSampler : public Sampler {
 
 // ---- mutants ---------------------------------------------------------------------------------
 // Each is the reference codec with one deliberate defect. They never leave this file except
-// through make_mutant_codec; the battery must reject every one (verify --self-test).
+// through make_mutant_codec; the battery must reject every one (verify --self-test). 1-8 are those
+// of STATISTICS.md; 9-14 break the streams' independence in ways a real kernel could, 15-16 the
+// keep probability and the clip statistics.
 
 class MutantCodec : public Codec {
  public:
@@ -60,11 +63,9 @@ class MutantCodec : public Codec {
   Moments moments(std::span<const float> g) const override { return reference_codec().moments(g); }
   void ternarize(std::span<const float> g, const ScalarRule& rule, const StreamKey& key,
                  std::span<std::int8_t> trits) const override {
-    for (std::size_t i = 0; i < g.size(); i += 4) {
-      PhiloxBlock b = philox_block(stream_key(key), static_cast<std::uint32_t>(i / 4));
-      for (std::size_t l = 0; l < 4 && i + l < g.size(); ++l)
-        trits[i + l] = static_cast<std::int8_t>(element(g[i + l], rule, b[static_cast<int>(block_word(l))]));
-    }
+    std::vector<std::uint32_t> u(g.size());
+    uniforms(key, u);
+    for (std::size_t i = 0; i < g.size(); ++i) trits[i] = static_cast<std::int8_t>(element(g[i], rule, u[i]));
   }
   void encode_body(std::span<const float> g, const ScalarRule& rule, const StreamKey& key, Packing packing,
                    std::span<std::uint8_t> body) const override {
@@ -87,8 +88,16 @@ class MutantCodec : public Codec {
   }
 
  protected:
+  // The defect hooks: which stream, which word of a block, the uniform of every element (defaults:
+  // those of tg/philox.hpp, through the first two hooks), and the per-element rule.
   virtual StreamKey stream_key(const StreamKey& key) const { return key; }
   virtual std::size_t block_word(std::size_t lane) const { return lane; }
+  virtual void uniforms(const StreamKey& key, std::span<std::uint32_t> u) const {
+    for (std::size_t i = 0; i < u.size(); i += 4) {
+      PhiloxBlock b = philox_block(stream_key(key), static_cast<std::uint32_t>(i / 4));
+      for (std::size_t l = 0; l < 4 && i + l < u.size(); ++l) u[i + l] = b[static_cast<int>(block_word(l))];
+    }
+  }
   virtual int element(float g, const ScalarRule& rule, std::uint32_t u) const {
     return ternarize_element(g, rule, u);
   }
@@ -163,6 +172,186 @@ class SignErrorMutant : public MutantCodec {
     return ternarize_element(g, rule, u) != 0 ? 1 : 0;
   }
 };
+// 9. the tensor id truncated to 8 bits in the key: tensors t and t + 256 share a stream.
+class TensorTruncationMutant : public MutantCodec {
+ public:
+  TensorTruncationMutant() : MutantCodec("tensor-truncation") {}
+  StreamKey stream_key(const StreamKey& key) const override {
+    StreamKey k = key;
+    k.tensor = key.tensor & 0xffu;
+    return k;
+  }
+};
+// 10. one stream for all steps, advanced by only h ~ d/2 positions per step: the second half of
+// step k is the first half of step k + 1 (a counter offset computed from the wrong size).
+class StepOverlapMutant : public MutantCodec {
+ public:
+  StepOverlapMutant() : MutantCodec("step-overlap") {}
+  void uniforms(const StreamKey& key, std::span<std::uint32_t> u) const override {
+    std::uint64_t h = ((u.size() + 1) / 2 + 3) / 4 * 4;  // a multiple of 4: position P is word P % 4 = i % 4
+    StreamKey k0 = key;
+    k0.step = 0;
+    std::uint64_t base = static_cast<std::uint64_t>(key.step) * h;
+    for (std::size_t i = 0; i < u.size(); i += 4) {
+      PhiloxBlock b = philox_block(k0, static_cast<std::uint32_t>((base + i) / 4));
+      for (std::size_t l = 0; l < 4 && i + l < u.size(); ++l) u[i + l] = b[static_cast<int>(l)];
+    }
+  }
+};
+// 11. worker and step added into one counter word: worker w at step k is worker w - 1 at step k + 1.
+class AdditiveKeysMutant : public MutantCodec {
+ public:
+  AdditiveKeysMutant() : MutantCodec("additive-keys") {}
+  StreamKey stream_key(const StreamKey& key) const override {
+    StreamKey k = key;
+    k.step = key.step + key.worker;
+    k.worker = 0;
+    return k;
+  }
+};
+// 12. a counter per thread block of 1024 elements that restarts at 0: element i uses u_{i mod 1024}.
+class BlockCounterMutant : public MutantCodec {
+ public:
+  BlockCounterMutant() : MutantCodec("block-counter") {}
+  void uniforms(const StreamKey& key, std::span<std::uint32_t> u) const override {
+    MutantCodec::uniforms(key, u);
+    for (std::size_t i = 1024; i < u.size(); ++i) u[i] = u[i % 1024];  // (sources below 1024 are untouched)
+  }
+};
+// 13. the second half of the tensor reuses the first half's uniforms: u_i = u_{i mod h}, h = ceil(d/2).
+class HalfShareMutant : public MutantCodec {
+ public:
+  HalfShareMutant() : MutantCodec("half-share") {}
+  void uniforms(const StreamKey& key, std::span<std::uint32_t> u) const override {
+    MutantCodec::uniforms(key, u);
+    std::size_t h = (u.size() + 1) / 2;
+    for (std::size_t i = h; i < u.size(); ++i) u[i] = u[i - h];
+  }
+};
+// 14. "antithetic variates": the odd runs of 64 elements take the complement of the uniforms 64
+// before them. Every marginal is still uniform; only the dependence at lag 64 is wrong.
+class AntitheticMutant : public MutantCodec {
+ public:
+  AntitheticMutant() : MutantCodec("antithetic") {}
+  void uniforms(const StreamKey& key, std::span<std::uint32_t> u) const override {
+    MutantCodec::uniforms(key, u);
+    for (std::size_t i = 64; i < u.size(); ++i)
+      if ((i / 64) % 2 == 1) u[i] = 0xffffffffu - u[i - 64];  // i - 64 lies in an even run: its own uniform
+  }
+};
+// 15. the keep probability rounded to a multiple of 1/1024: p < 1/2048 is never kept (biased
+// towards zero for small entries, unbiased for p on the grid).
+class PGrid1024Mutant : public MutantCodec {
+ public:
+  PGrid1024Mutant() : MutantCodec("p-grid-1024") {}
+  int element(float g, const ScalarRule& rule, std::uint32_t u) const override {
+    if (rule.scalar == 0.0f) return 0;
+    float a = std::min(abs_float(g), rule.cap);
+    double q = std::nearbyint(static_cast<double>(a) / static_cast<double>(rule.scalar) * 1024.0);
+    if (!(static_cast<double>(u) < q * 4194304.0)) return 0;  // q / 1024 * 2^32 = q * 2^22
+    return g < 0.0f ? -1 : 1;
+  }
+};
+// 16. the clip statistics in float32 the naive way (running sums, squares not rescaled): sigma
+// is 0 when the squares underflow (|g| ~ 1e-30) and +inf when they overflow (|g| ~ 1e30), and
+// the running sums lose digits on large tensors.
+class F32SigmaNaiveMutant : public MutantCodec {
+ public:
+  F32SigmaNaiveMutant() : MutantCodec("f32-sigma-naive") {}
+  Moments moments(std::span<const float> g) const override {
+    if (g.empty()) return {};
+    float n = static_cast<float>(g.size());
+    float sum = 0.0f;
+    for (float x : g) sum += x;
+    float mean = sum / n;
+    float squares = 0.0f;
+    for (float x : g) {
+      float d = x - mean;
+      squares += d * d;
+    }
+    float sigma = std::sqrt(squares / n);  // float overload: sqrtf
+    return {mean, sigma};
+  }
+};
+
+// ---- correct variants --------------------------------------------------------------------------
+// Implementations that differ from the reference where the specification allows it and must pass
+// the battery. Everything but the difference is forwarded to the reference codec.
+
+class VariantCodec : public Codec {
+ public:
+  explicit VariantCodec(std::string name) : name_(std::move(name)) {}
+  std::string name() const override { return "variant:" + name_; }
+  float max_abs(std::span<const float> g, std::uint32_t tensor) const override {
+    return reference_codec().max_abs(g, tensor);
+  }
+  Moments moments(std::span<const float> g) const override { return reference_codec().moments(g); }
+  void ternarize(std::span<const float> g, const ScalarRule& rule, const StreamKey& key,
+                 std::span<std::int8_t> trits) const override {
+    reference_codec().ternarize(g, rule, key, trits);
+  }
+  void encode_body(std::span<const float> g, const ScalarRule& rule, const StreamKey& key, Packing packing,
+                   std::span<std::uint8_t> body) const override {
+    reference_codec().encode_body(g, rule, key, packing, body);
+  }
+  void unpack(Packing packing, std::span<const std::uint8_t> body, std::span<std::int8_t> trits) const override {
+    reference_codec().unpack(packing, body, trits);
+  }
+  void decode_body(Packing packing, std::span<const std::uint8_t> body, float scalar,
+                   std::span<float> out) const override {
+    reference_codec().decode_body(packing, body, scalar, out);
+  }
+
+ private:
+  std::string name_;
+};
+
+// Pairwise float32 sum of term(begin .. begin + n - 1), NumPy's order: leaves of at most 128
+// terms summed in 8 interleaved accumulators, halves (cut at a multiple of 8) added recursively.
+// The error grows like log2(n) ulps, not n as a running sum's does.
+template <typename Term>
+float pairwise_sum_f32(std::size_t begin, std::size_t n, const Term& term) {
+  if (n < 8) {
+    float s = 0.0f;
+    for (std::size_t k = 0; k < n; ++k) s += term(begin + k);
+    return s;
+  }
+  if (n <= 128) {
+    float r[8];
+    for (std::size_t j = 0; j < 8; ++j) r[j] = term(begin + j);
+    std::size_t k = 8;
+    for (; k + 8 <= n; k += 8)
+      for (std::size_t j = 0; j < 8; ++j) r[j] += term(begin + k + j);
+    float s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; k < n; ++k) s += term(begin + k);
+    return s;
+  }
+  std::size_t half = n / 2;
+  half -= half % 8;
+  return pairwise_sum_f32(begin, half, term) + pairwise_sum_f32(begin + half, n - half, term);
+}
+
+// sigma in float32 as a careful framework computes it: pairwise sums, and the deviations divided
+// by their largest magnitude m before squaring, so that the squares lie in [0, 1] and neither
+// underflow (|g| ~ 1e-30) nor overflow (|g| ~ 1e30); sigma = m sqrt(sum / n).
+class F32SigmaVariant : public VariantCodec {
+ public:
+  F32SigmaVariant() : VariantCodec("f32-sigma") {}
+  Moments moments(std::span<const float> g) const override {
+    if (g.empty()) return {};
+    float n = static_cast<float>(g.size());
+    float mean = pairwise_sum_f32(0, g.size(), [&](std::size_t k) { return g[k]; }) / n;
+    float m = 0.0f;
+    for (float x : g) m = std::max(m, std::fabs(x - mean));
+    if (m == 0.0f) return {mean, 0.0};
+    float squares = pairwise_sum_f32(0, g.size(), [&](std::size_t k) {
+      float d = (g[k] - mean) / m;
+      return d * d;
+    });
+    float sigma = m * std::sqrt(squares / n);  // float overload: sqrtf
+    return {mean, sigma};
+  }
+};
 
 }  // namespace
 
@@ -218,6 +407,21 @@ const std::vector<MutantInfo>& mutant_list() {
       {"step-reuse", "the same stream at every step (seed reuse)"},
       {"partial-scalar", "scalar from the first half of the tensor only (clips silently)"},
       {"sign-error", "negative entries come out positive"},
+      {"tensor-truncation", "tensor id truncated to 8 bits in the key: tensors 0 and 256 share a stream"},
+      {"step-overlap", "one stream advanced by ~d/2 per step: consecutive steps overlap by half a tensor"},
+      {"additive-keys", "key step + worker: worker w at step k equals worker w-1 at step k+1"},
+      {"block-counter", "counter restarts every 1024 elements: element i uses the uniform of i % 1024"},
+      {"half-share", "element i >= h = ceil(d/2) reuses the uniform of element i - h"},
+      {"antithetic", "odd runs of 64 elements use 1 - u of the run before (negative lag-64 correlation)"},
+      {"p-grid-1024", "keep probability rounded to a multiple of 1/1024: p < 1/2048 never kept"},
+      {"f32-sigma-naive", "clip sigma from float32 running sums: 0 on 1e-30 data, inf on 1e30 data"},
+  };
+  return list;
+}
+
+const std::vector<MutantInfo>& variant_list() {
+  static const std::vector<MutantInfo> list = {
+      {"f32-sigma", "clip sigma in float32: pairwise sums of ((g - mean)/max|g - mean|)^2 (PyTorch-like)"},
   };
   return list;
 }
@@ -231,9 +435,24 @@ std::shared_ptr<const Codec> make_mutant_codec(const std::string& name) {
   if (name == "step-reuse") return std::make_shared<StepReuseMutant>();
   if (name == "partial-scalar") return std::make_shared<PartialScalarMutant>();
   if (name == "sign-error") return std::make_shared<SignErrorMutant>();
+  if (name == "tensor-truncation") return std::make_shared<TensorTruncationMutant>();
+  if (name == "step-overlap") return std::make_shared<StepOverlapMutant>();
+  if (name == "additive-keys") return std::make_shared<AdditiveKeysMutant>();
+  if (name == "block-counter") return std::make_shared<BlockCounterMutant>();
+  if (name == "half-share") return std::make_shared<HalfShareMutant>();
+  if (name == "antithetic") return std::make_shared<AntitheticMutant>();
+  if (name == "p-grid-1024") return std::make_shared<PGrid1024Mutant>();
+  if (name == "f32-sigma-naive") return std::make_shared<F32SigmaNaiveMutant>();
   std::string known;
   for (const auto& m : mutant_list()) known += (known.empty() ? "" : ", ") + std::string(m.name);
   throw Error(ErrorCode::invalid_argument, "unknown mutant '" + name + "' (known: " + known + ")");
+}
+
+std::shared_ptr<const Codec> make_variant_codec(const std::string& name) {
+  if (name == "f32-sigma") return std::make_shared<F32SigmaVariant>();
+  std::string known;
+  for (const auto& v : variant_list()) known += (known.empty() ? "" : ", ") + std::string(v.name);
+  throw Error(ErrorCode::invalid_argument, "unknown variant '" + name + "' (known: " + known + ")");
 }
 
 bool cuda_usable(std::string* why) {
@@ -270,8 +489,12 @@ std::unique_ptr<Sampler> make_sampler(const std::string& impl, const ExecOptions
     std::string name = impl.substr(7);
     return make_codec_sampler(make_mutant_codec(name), "mutant:" + name);
   }
-  throw Error(ErrorCode::invalid_argument,
-              "unknown --impl '" + impl + "' (expected reference, optimized, cuda, exec:CMD or mutant:NAME)");
+  if (impl.rfind("variant:", 0) == 0) {
+    std::string name = impl.substr(8);
+    return make_codec_sampler(make_variant_codec(name), "variant:" + name);
+  }
+  throw Error(ErrorCode::invalid_argument, "unknown --impl '" + impl +
+                                               "' (expected reference, optimized, cuda, exec:CMD, mutant:NAME or variant:NAME)");
 }
 
 }  // namespace tg::verify

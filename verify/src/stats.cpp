@@ -82,6 +82,34 @@ double clopper_pearson_detectable(const ClopperPearsonTable& table, double beta)
   return hi - 0.5;
 }
 
+double binomial_detectable(std::uint64_t n, double alpha, double beta) {
+  check_alpha(alpha, "alpha");
+  check_alpha(beta, "beta");
+  if (n == 0) return 0.5;
+  // Upper side by symmetry: k_crit = smallest k with 2 P(X >= k | 1/2) <= alpha.
+  bm::binomial_distribution<double> half(static_cast<double>(n), 0.5);
+  auto upper = [&](std::uint64_t k) { return k == 0 ? 1.0 : bm::cdf(bm::complement(half, static_cast<double>(k) - 1)); };
+  if (2.0 * upper(n) > alpha) return 0.5;  // cannot reject p = 1/2 at all
+  std::uint64_t lo = n / 2, hi = n;        // 2 P(X >= hi) <= alpha < 2 P(X >= lo)
+  while (hi - lo > 1) {
+    std::uint64_t mid = lo + (hi - lo) / 2;
+    (2.0 * upper(mid) <= alpha ? hi : lo) = mid;
+  }
+  const double kc = static_cast<double>(hi);
+  auto power = [&](double q) {
+    if (q >= 1.0) return 1.0;
+    bm::binomial_distribution<double> b(static_cast<double>(n), q);
+    return bm::cdf(bm::complement(b, kc - 1));
+  };
+  if (power(1.0 - 1e-12) < 1.0 - beta) return 0.5;
+  double a = 0.5, b = 1.0;
+  for (int it = 0; it < 60; ++it) {
+    double mid = 0.5 * (a + b);
+    (power(mid) >= 1.0 - beta ? b : a) = mid;
+  }
+  return b - 0.5;
+}
+
 double bernstein_threshold(double variance, double bound, double alpha) {
   check_alpha(alpha, "alpha");
   double L = std::log(2.0 / alpha);
@@ -96,26 +124,12 @@ double bernstein_one_sided(double variance, double bound, double beta) {
   return a + std::sqrt(a * a + 2.0 * std::max(0.0, variance) * L);
 }
 
-double bernstein_pvalue(double x, double variance, double bound) {
+double bernstein_tail_bound(double x, double variance, double bound) {
   x = std::fabs(x);
-  if (x == 0.0) return 1.0;
+  if (x == 0.0) return 2.0;
   double denom = 2.0 * (std::max(0.0, variance) + bound * x / 3.0);
   if (denom <= 0.0) return 0.0;
-  return std::min(1.0, 2.0 * std::exp(-x * x / denom));
-}
-
-double hoeffding_threshold(double range, std::uint64_t n, double alpha, std::uint64_t d) {
-  check_alpha(alpha, "alpha");
-  if (n == 0) throw Error(ErrorCode::invalid_argument, "Hoeffding bound needs n > 0");
-  return range * std::sqrt(std::log(2.0 * static_cast<double>(d) / alpha) / (2.0 * static_cast<double>(n)));
-}
-
-std::uint64_t hoeffding_samples(double range, double delta, double alpha, double beta, std::uint64_t d) {
-  check_alpha(alpha, "alpha");
-  check_alpha(beta, "beta");
-  if (!(delta > 0.0)) throw Error(ErrorCode::invalid_argument, "effect size must be positive");
-  double r = std::sqrt(std::log(2.0 * static_cast<double>(d) / alpha)) + std::sqrt(std::log(1.0 / beta));
-  return static_cast<std::uint64_t>(std::ceil(range * range * r * r / (2.0 * delta * delta)));
+  return 2.0 * std::exp(-x * x / denom);
 }
 
 double normal_quantile(double p) {

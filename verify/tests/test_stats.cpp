@@ -75,19 +75,13 @@ TEST(Stats, BernsteinThresholdInvertsItsPValue) {
   for (double V : {0.0, 1.0, 1e6}) {
     for (double b : {1.0, 64.0}) {
       double x = bernstein_threshold(V, b, 1e-8);
-      EXPECT_NEAR(bernstein_pvalue(x, V, b), 1e-8, 1e-14);
+      EXPECT_NEAR(bernstein_tail_bound(x, V, b), 1e-8, 1e-14);
     }
   }
   // V = 0: x = 2 b L / 3 with L = ln(2/alpha).
   EXPECT_NEAR(bernstein_threshold(0.0, 3.0, 0.02), 2.0 * std::log(100.0), 1e-12);
   // one-sided: L = ln(1/beta)
   EXPECT_NEAR(bernstein_one_sided(0.0, 3.0, 0.01), 2.0 * std::log(100.0), 1e-12);
-}
-
-TEST(Stats, HoeffdingClosedForms) {
-  EXPECT_NEAR(hoeffding_threshold(2.0, 50, 0.1, 5), 2.0 * std::sqrt(std::log(100.0) / 100.0), 1e-12);
-  double r = std::sqrt(std::log(2.0 / 1e-6)) + std::sqrt(std::log(1e3));
-  EXPECT_EQ(hoeffding_samples(1.0, 0.01, 1e-6, 1e-3), static_cast<std::uint64_t>(std::ceil(r * r / 2e-4)));
 }
 
 TEST(Stats, Quantiles) {

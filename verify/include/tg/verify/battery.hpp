@@ -1,10 +1,13 @@
-// terngrad-bench: the statistical verification battery (STATISTICS.md): profiles, the checks, the
-// runner, and its reports (table, JSON, JUnit XML). `terngrad verify` (verify/src/command.cpp) is
-// the command-line front end; run_battery is usable from tests.
+// terngrad-bench: the statistical verification battery (docs/statistics.md): profiles, the checks
+// (verify/src/checks/), the runner, its self-calibration, and its reports (table, JSON, JUnit XML).
+// `terngrad verify` and `terngrad calibrate` (verify/src/command.cpp, calibrate_command.cpp) are the
+// command-line front ends; run_battery and calibrate are usable from tests.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
@@ -42,6 +45,13 @@ struct Row {
   double alpha = 0.0;      // share of alpha_total (stat rows)
   bool pass = true;
   std::string detail;      // why it failed, or what it compared
+  std::string id;          // unique within a run: check/family[/label]; the same on every seed
+  /// Standardized statistic (stat rows with a known null variance): S / sqrt(Var S) under H0, so its
+  /// SD over seeds is 1 for a calibrated row (terngrad calibrate). NaN where there is none.
+  double z = std::numeric_limits<double>::quiet_NaN();
+  /// The row's p-value (per-coordinate rows: Bonferroni-adjusted exact binomial) or its upper bound
+  /// (Bernstein rows; may exceed 1), compared with alpha; NaN for exact and info rows.
+  double p = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct Options {
@@ -67,8 +77,55 @@ struct Result {
 const std::vector<std::string>& check_names();
 
 /// Runs the battery on `sampler`. Errors of the implementation (an external program that fails)
-/// propagate as exceptions; check failures are rows with pass == false.
+/// propagate as exceptions; check failures are rows with pass == false. The run plans its decisions
+/// before drawing and throws std::logic_error if the stat rows it produced differ from the plan.
 Result run_battery(Sampler& sampler, const Options& options);
+
+/// The clip bound's tolerance: under clipping, a scalar within this many float32 ulps of the spec's
+/// (c * sigma with sigma in double, reduce.hpp) is correct (sigma in float32 differs in the last
+/// bits); further away, the structure check fails and says by how many ulps.
+inline constexpr std::uint32_t kClipBoundUlps = 16;
+/// Distance in float32 ulps between two finite non-negative floats (their ordinal difference).
+std::uint64_t ulp_distance(float a, float b);
+
+/// The battery checking itself under the null: run it on a correct implementation over many seeds
+/// and compare each row's standardized statistic and rejection rate with what it claims.
+struct CalibrateOptions {
+  Options base;                   // profile, skip, first seed (seed i = base.seed + i)
+  std::uint32_t seeds = 400;
+  double alpha_total = 0.05;      // the runs' alpha_total (large, so rejections are frequent enough to count)
+  double ci = 0.95;               // simultaneous confidence level of the per-row intervals
+  unsigned threads = 0;           // 0: hardware threads
+  bool progress = false;
+};
+struct CalibrationRow {
+  std::string id, check, family;
+  std::size_t n = 0;                        // seeds with a value
+  double z_mean = 0, z_sd = 0;              // standardized statistic over seeds (NaN if the row has none)
+  double mean_lo = 0, mean_hi = 0;          // simultaneous CI of the mean
+  double sd_lo = 0, sd_hi = 0;              // simultaneous CI of the SD (chi-squared)
+  std::size_t p05 = 0;                      // seeds with the row's p-value (or bound) <= 0.05
+  std::size_t fails = 0;                    // seeds on which the row failed at its alpha share
+  double alpha = 0;                         // its alpha share in those runs
+  bool has_z = false;
+  bool ok = true;
+  std::string problem;                      // why not ok
+};
+struct Calibration {
+  std::string impl;
+  CalibrateOptions options;
+  std::vector<CalibrationRow> rows;
+  std::size_t runs = 0, run_fails = 0;      // whole runs, and those that failed at alpha_total
+  double run_fail_lo = 0, run_fail_hi = 0;  // Clopper-Pearson 95% interval of the whole-run fail rate
+  double seconds = 0;
+  bool ok() const;
+  std::vector<std::string> problems() const;
+};
+/// `make` builds one sampler per worker thread. Throws what run_battery throws.
+Calibration calibrate(const std::function<std::unique_ptr<Sampler>()>& make, const std::string& impl,
+                      const CalibrateOptions& options);
+std::string format_calibration(const Calibration& c);
+std::string format_calibration_json(const Calibration& c);
 
 /// Samples of one tensor drawn elsewhere (a codec in another language, a GPU run saved to disk):
 /// `steps` rows of trits (row-major, steps x g.size()) and the scalar of each row, all with the

@@ -1,6 +1,71 @@
 // terngrad-bench: the gradient families of the battery (STATISTICS.md): gaussian, laplace,
-// student-t (3 dof), sparse, spike, constant, zeros, tiny (1e-30), huge (1e30), multilayer (scales
-// 100x apart) and lenet (LeNet-5 layer shapes with realistic per-layer scales, generated in code).
+// student-t (3 dof), sparse, spike, constant, zeros, tiny (1e-30), huge (1e30), pladder (a ladder
+// of keep probabilities), multilayer (scales 100x apart) and lenet (LeNet-5 layer shapes, in code).
+//
+// Every value is drawn from Philox4x32-10 with the exact recipe below, so the inputs are the same
+// on every standard library and can be rebuilt in NumPy from this comment alone.
+//
+// Stream. make_gradient(name, d, seed) reads one sequence of 32-bit words w_0, w_1, ... :
+//
+//   tag     = 32-bit FNV-1a of the family name (h = 2166136261; per byte c: h = (h ^ c) * 16777619)
+//   key     = { seed & 0xffffffff, seed >> 32 }
+//   counter = { (j/4) & 0xffffffff, (j/4) >> 32, tag, 0 }
+//   w_j     = word (j % 4) of philox4x32_10(counter, key)      (tg/philox.hpp; Random123, cuRAND)
+//
+// philox4x32_10 (NumPy's np.random.Philox is the 4x64 variant, a different function): 10 rounds of
+//   (c0, c1, c2, c3) <- (hi(B*c2) ^ c1 ^ k0, lo(B*c2), hi(A*c0) ^ c3 ^ k1, lo(A*c0)),
+// A = 0xD2511F53, B = 0xCD9E8D57, hi/lo the halves of the 64-bit product; before every round but
+// the first, (k0, k1) += (0x9E3779B9, 0xBB67AE85) mod 2^32.
+//
+// Transforms (all arithmetic in IEEE double, evaluated in the order written; each call consumes the
+// next words of the stream, left to right):
+//
+//   U()  = ((a >> 5) * 2^26 + (b >> 6) + 0.5) / 2^53          a, b = the next two words; in (0, 1),
+//          except that the largest value rounds (ties to even) to exactly 1.0 (probability 2^-53)
+//   N()  = sqrt(-2 ln u1) * cos(6.283185307179586 * u2)        u1 = U(), u2 = U() (Box-Muller, one
+//          output per pair; 6.283185307179586 is 2 pi rounded to double, NumPy's 2 * np.pi)
+//   E()  = -ln U()                                             exponential(1)
+//   T()  = z / sqrt((z1*z1 + z2*z2 + z3*z3) / 3)               z, z1, z2, z3: four N() in order
+//   Bernoulli(q) = U() < q
+//   Index(n)     = min(floor(U() * n), n - 1)                  uniform integer in [0, n)
+//
+// So N() takes 4 words, T() 16. Values are float32: float(x) rounds the double to nearest.
+//
+// Families (element k = 0 .. d-1, in order; "scale * N()" is the double product, then float):
+//
+//   gaussian    g_k = float(N())
+//   laplace     per element: negative = U() < 0.5, then e = E(); g_k = float(negative ? -e : e)
+//   student_t   g_k = float(T())
+//   sparse      first all d values float(N()), then for k = 0 .. d-1: if U() < 0.95, g_k = 0
+//   spike       g_k = float(-1e-3 + 2e-3 * U()) for all k, then g[Index(d)] = -1.0
+//   constant    g_k = 0.25 (no draws)
+//   zeros       g_k = 0 (no draws)
+//   tiny        g_k = float(1e-30 * N())
+//   huge        g_k = float(1e30 * N())
+//   pladder     g_0 = 1.0 exactly (so s = max|g| = 1 and the keep probability is p_k = |g_k|), no
+//               draws; for k = 1 .. d-1 the bin [lo, hi) is chosen by k % 8:
+//                 0, 1, 2, 3 -> [2^-12, 2^-11)    4 -> [2^-11, 2^-10)    5 -> [2^-10, 2^-6)
+//                 6 -> [2^-6, 2^-1)               7 -> [2^-1, 1)
+//               m = float(lo * (hi / lo) ** U()) clamped to [lo, the largest float below hi];
+//               then negative = U() < 0.5 and g_k = negative ? -m : m. Half the elements sit at
+//               p < 2^-11 so that bias at the smallest keep probabilities has enough keeps to test.
+//   multilayer  four tensors "layer0".."layer3" of sizes d/2, d/4, d/8, d - d/2 - d/4 - d/8 with
+//               scales 1, 1e-2, 1e-4, 1e2: float(scale * N()), tensors in order from the same
+//               stream; a tensor of size 0 is left out (no draws)
+//   lenet       ignores d; tensors in order (name rows x cols, scale, dead-row probability):
+//                 conv1.weight  6 x 25     3e-2  0      conv1.bias  1 x 6    1e-2  0
+//                 conv2.weight  16 x 150   1e-2  0      conv2.bias  1 x 16   5e-3  0
+//                 fc1.weight    120 x 400  2e-3  0.3    fc1.bias    1 x 120  3e-3  0
+//                 fc2.weight    84 x 120   4e-3  0.2    fc2.bias    1 x 84   5e-3  0
+//                 fc3.weight    10 x 84    2e-2  0      fc3.bias    1 x 10   3e-2  0
+//               (61,706 parameters);
+//               per tensor: rows*cols values float(scale * T()) (row-major), then for each row
+//               r = 0 .. rows-1 one U() (drawn for every row, also where the probability is 0):
+//               if U() < dead, row r is set to exactly 0 (dead ReLU units)
+//
+// ln, cos, sqrt and pow are the C library's (NumPy's np.log, np.cos, ... call the same kind of
+// routines): sqrt is exact; the others may differ between math libraries in the last bit of a
+// double, which changes a float32 value only when it falls on a rounding boundary (about 2^-29).
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,8 @@
 // terngrad-bench: where the battery's ternary draws come from. A Sampler ternarizes a gradient for
 // given (seed, worker, tensor, step) and returns trits and scalar per step; implementations wrap a
-// tg::Codec (reference, optimized, CUDA, the eight mutants) or an external program (exec protocol,
-// docs/battery.md). make_sampler("reference" | "optimized" | "cuda" | "exec:CMD" | "mutant:NAME").
+// tg::Codec (reference, optimized, CUDA, the mutants, the correct variants) or an external program
+// (exec protocol, docs/battery.md).
+// make_sampler("reference" | "optimized" | "cuda" | "exec:CMD" | "mutant:NAME" | "variant:NAME").
 #pragma once
 
 #include <cstdint>
@@ -57,7 +58,8 @@ Draws draws_from_values(std::span<const float> values, std::size_t d, std::uint3
 /// A sampler over any tg::Codec.
 std::unique_ptr<Sampler> make_codec_sampler(std::shared_ptr<const Codec> codec, std::string name);
 
-/// The mutants of STATISTICS.md, by name.
+/// The mutants, by name: the reference codec with one deliberate defect each, which the battery
+/// must reject (STATISTICS.md describes the first eight).
 struct MutantInfo {
   const char* name;
   const char* description;
@@ -65,6 +67,12 @@ struct MutantInfo {
 const std::vector<MutantInfo>& mutant_list();
 /// A codec implementing mutant `name` (tg::Error invalid_argument naming the known ones otherwise).
 std::shared_ptr<const Codec> make_mutant_codec(const std::string& name);
+/// The correct variants, by name: implementations that differ from the reference only where the
+/// specification allows it (e.g. sigma in float32, clip bound within the battery's 16-ulp rule), so
+/// the battery must accept every one.
+const std::vector<MutantInfo>& variant_list();
+/// A codec implementing variant `name` (tg::Error invalid_argument naming the known ones otherwise).
+std::shared_ptr<const Codec> make_variant_codec(const std::string& name);
 
 /// External program options.
 struct ExecOptions {

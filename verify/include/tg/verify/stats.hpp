@@ -1,6 +1,6 @@
 // terngrad-bench: the statistics layer of the verification battery (Boost.Math): exact binomial
-// (Clopper-Pearson) bounds, Hoeffding and Bernstein bounds, normal and chi-squared quantiles, the
-// Bonferroni alpha split, and power (smallest detectable effect at 1 - beta). Used by tg_verify.
+// (Clopper-Pearson) bounds, Bernstein bounds, normal and chi-squared quantiles, and power (smallest
+// detectable effect at 1 - beta). Used by tg_verify; derivations in docs/statistics.md.
 #pragma once
 
 #include <cstdint>
@@ -32,33 +32,24 @@ ClopperPearsonTable clopper_pearson_table(std::uint64_t n, double alpha);
 /// probability is 1/2 + delta while 1/2 is claimed is rejected with probability >= 1 - beta.
 double clopper_pearson_detectable(const ClopperPearsonTable& table, double beta);
 
+/// The same power without a table: the per-coordinate test rejects iff the exact two-sided p-value
+/// (binomial_two_sided_pvalue) is <= alpha; the smallest delta such that a coordinate with true keep
+/// probability 1/2 + delta, claimed 1/2, is rejected with probability >= 1 - beta.
+double binomial_detectable(std::uint64_t n, double alpha, double beta);
+
 /// Bernstein's inequality for a sum S of independent zero-mean terms with |term| <= b and total
 /// variance V: P(|S| >= x) <= 2 exp(-x^2 / (2 (V + b x / 3))). Returns the x at which the right side
 /// equals alpha: x = bL/3 + sqrt((bL/3)^2 + 2 V L), L = ln(2/alpha).
 double bernstein_threshold(double variance, double bound, double alpha);
 /// One-sided version (L = ln(1/beta)): used for the deviation of the statistic under an alternative.
 double bernstein_one_sided(double variance, double bound, double beta);
-/// The Bernstein bound on the two-sided p-value of an observed |S| = x (capped at 1).
-double bernstein_pvalue(double x, double variance, double bound);
-
-/// Hoeffding for the mean of n variables in [a, b], union over d statistics:
-/// t = (b - a) sqrt(ln(2d/alpha) / (2n)).
-double hoeffding_threshold(double range, std::uint64_t n, double alpha, std::uint64_t d = 1);
-/// Samples for power 1 - beta at a mean shift delta (Hoeffding, both sides):
-/// n >= range^2 (sqrt(ln(2d/alpha)) + sqrt(ln(1/beta)))^2 / (2 delta^2).
-std::uint64_t hoeffding_samples(double range, double delta, double alpha, double beta,
-                                std::uint64_t d = 1);
+/// Bernstein's bound on the two-sided p-value of an observed |S| = x: 2 exp(-x^2 / (2 (V + b x / 3))),
+/// NOT capped at 1 (a bound above 1 says the data carry no evidence; the report prints its value).
+double bernstein_tail_bound(double x, double variance, double bound);
 
 /// Standard normal quantile and upper tail; chi-squared quantile.
 double normal_quantile(double p);
 double normal_upper_tail(double z);
 double chi_squared_quantile(double dof, double p);
-
-/// Bonferroni split of alpha_total over named decisions, in equal shares.
-struct AlphaSplit {
-  double total = 0.0;
-  std::vector<std::string> names;
-  double each() const { return names.empty() ? total : total / static_cast<double>(names.size()); }
-};
 
 }  // namespace tg::verify

@@ -1,0 +1,42 @@
+// terngrad-bench: every seed and stream key the battery derives from the run's --seed, in one table
+// (docs/statistics.md, "Keys"). Distinct purposes and indices give distinct 64-bit seeds, so the
+// draws of two jobs come from different Philox keys and their statistics are independent.
+#pragma once
+
+#include <cstdint>
+
+namespace tg::verify {
+
+/// What a derived seed is for. The numeric values are part of the battery's definition.
+enum class KeyPurpose : std::uint32_t {
+  gradient = 1,   // index = gradient variant (below); make_gradient mixes in the family name
+  job = 2,        // index = job number in the run's plan: the stream seed of that job's draws
+  streams = 3,    // the streams correlation check (workers 0/1, tensors 0/1, steps 2i/2i+1)
+  collision = 4,  // the stream-collision probe (plus its far keys, below)
+  aggregate = 5,  // N workers sharing one scalar: worker w = stream worker w
+};
+
+/// Gradient variants: which draw of a family a check uses (index of KeyPurpose::gradient).
+enum class GradientVariant : std::uint32_t {
+  plain = 0,     // the per-family checks and layerwise (same gradient, so their ratio is meaningful)
+  clip = 1,      // clipping (mode clip)
+  saturate = 2,  // clipping (mode saturate)
+  streams = 3,   // the streams check's gaussian
+  aggregate = 4  // + worker: the aggregate check's workers
+};
+
+/// splitmix64's output function: a bijection of 64-bit words with full avalanche.
+constexpr std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/// The seed of (purpose, index) in a run with user seed `seed`:
+///   mix64(mix64(seed) ^ (purpose << 32 | index)).
+/// For a fixed run seed the map (purpose, index) -> seed is injective (mix64 is a bijection).
+constexpr std::uint64_t derive_seed(std::uint64_t seed, KeyPurpose purpose, std::uint32_t index) {
+  return mix64(mix64(seed) ^ ((static_cast<std::uint64_t>(purpose) << 32) | index));
+}
+
+}  // namespace tg::verify

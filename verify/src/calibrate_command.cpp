@@ -1,0 +1,87 @@
+// terngrad-bench: `terngrad calibrate`: the battery checking itself under the null on a correct
+// implementation over many seeds (tg::verify::calibrate). Exit 0 calibrated, 1 not, 2 usage error.
+//   terngrad calibrate [--impl optimized] [--profile quick] [--seeds 400] [--alpha 0.05] [--json F]
+#include <cstdio>
+#include <memory>
+
+#include "commands.hpp"
+#include "tg/atomic_file.hpp"
+#include "tg/verify/battery.hpp"
+
+namespace tg::app {
+namespace {
+
+using namespace tg::verify;
+
+struct CalibrateCliOptions {
+  std::string impl = "optimized";
+  std::string profile = "quick";
+  std::uint32_t seeds = 400;
+  std::uint64_t seed = 1;
+  double alpha = 0.05;
+  double ci = 0.95;
+  unsigned threads = 0;
+  std::vector<std::string> skip;
+  std::string json, out;
+  bool no_progress = false;
+};
+
+int run_calibrate(const CalibrateCliOptions& o) {
+  CalibrateOptions co;
+  co.base.profile = profile_named(o.profile);
+  co.base.seed = o.seed;
+  co.base.skip.insert(o.skip.begin(), o.skip.end());
+  co.seeds = o.seeds;
+  co.alpha_total = o.alpha;
+  co.ci = o.ci;
+  co.threads = o.threads;
+  co.progress = !o.no_progress;
+  ExecOptions eo;
+  make_sampler(o.impl, eo);  // a bad name or an unavailable implementation fails here, before the run
+  Calibration cal = calibrate([&] { return make_sampler(o.impl, eo); }, o.impl, co);
+  const std::string text = format_calibration(cal);
+  std::fputs(text.c_str(), stdout);
+  if (!o.out.empty()) tg::write_file_atomic(o.out, text);
+  if (!o.json.empty()) tg::write_file_atomic(o.json, format_calibration_json(cal));
+  return cal.ok() ? 0 : 1;
+}
+
+}  // namespace
+
+Command calibrate_command() {
+  auto opts = std::make_shared<CalibrateCliOptions>();
+  Command c;
+  c.add_fn = [opts](CLI::App& app) {
+    CLI::App* sub = app.add_subcommand(
+        "calibrate", "The battery checking itself: run it on a correct implementation over many seeds and test each "
+                     "statistical row's calibration (standardized SD <= 1, mean 0, valid p-values) and the whole-run "
+                     "false-fail rate (exit 0 calibrated, 1 not, 2 error)");
+    sub->add_option("--impl", opts->impl, "A correct implementation: reference, optimized, cuda, variant:NAME, exec:'CMD'")
+        ->capture_default_str();
+    sub->add_option("--profile", opts->profile, "quick, ci or full")
+        ->check(CLI::IsMember({"quick", "ci", "full"}))
+        ->capture_default_str();
+    sub->add_option("--seeds", opts->seeds, "Number of runs (seeds --seed .. --seed + N - 1)")
+        ->check(CLI::Range(2u, 1000000u))
+        ->capture_default_str();
+    sub->add_option("--seed", opts->seed, "First seed")->capture_default_str();
+    sub->add_option("--alpha", opts->alpha, "alpha_total of each run (large, so that rejections can be counted)")
+        ->check(CLI::Range(1e-12, 0.5))
+        ->capture_default_str();
+    sub->add_option("--ci", opts->ci, "Simultaneous confidence level of the per-row intervals")
+        ->check(CLI::Range(0.5, 0.999999))
+        ->capture_default_str();
+    sub->add_option("--threads", opts->threads, "Runs in parallel (0: one per hardware thread)")->capture_default_str();
+    sub->add_option("--skip", opts->skip, "Checks to leave out, comma-separated")
+        ->delimiter(',')
+        ->check(CLI::IsMember(check_names()));
+    sub->add_option("--json", opts->json, "Write the calibration as JSON to FILE");
+    sub->add_option("--output", opts->out, "Also write the table to FILE");
+    sub->add_flag("--no-progress", opts->no_progress, "No progress lines on stderr");
+    return sub;
+  };
+  c.run_fn = [opts] { return guarded("calibrate", [&] { return run_calibrate(*opts); }); };
+  return c;
+}
+
+}  // namespace tg::app

@@ -1,0 +1,135 @@
+// terngrad-bench: the aggregate check: N workers ternarize their own gradients with one shared scalar
+// s = max_w s_w; the mean of their outputs is unbiased with variance (1/N^2) sum_w (s ||g_w||_1 -
+// ||g_w||_2^2), and tg::aggregate of their payloads is the exact integer sum (docs/statistics.md).
+#include <algorithm>
+
+#include "checks/common.hpp"
+#include "tg/verify/keys.hpp"
+
+namespace tg::verify::checks {
+
+// ---- aggregate: N workers sharing one scalar --------------------------------------------------------
+std::vector<std::string> plan_aggregate(std::uint32_t workers) {
+  const std::string fam = "gaussian x" + std::to_string(workers);
+  return {row_id("aggregate.unbiased-pooled", fam), row_id("aggregate.variance", fam)};
+}
+
+void run_aggregate(Ctx& c, std::size_t d) {
+  const std::uint32_t N = c.opt.profile.agg_workers, n = c.opt.profile.agg_steps;
+  const std::uint64_t seed = derive_seed(c.opt.seed, KeyPurpose::aggregate, 0);
+  const Codec& ref = reference_codec();
+  Params params;
+  std::vector<std::vector<float>> g(N);
+  std::vector<float> own(N);
+  for (std::uint32_t w = 0; w < N; ++w) {
+    g[w] = make_gradient("gaussian", d,
+                         derive_seed(c.opt.seed, KeyPurpose::gradient,
+                                     static_cast<std::uint32_t>(GradientVariant::aggregate) + w)).layers[0].g;
+    float scale = 0.5f + static_cast<float>(w % 4) * 0.5f;  // workers differ: 0.5, 1, 1.5, 2
+    for (auto& x : g[w]) x *= scale;
+    own[w] = tensor_scalar(ref, g[w], params, 0);
+  }
+  float s = shared_scalar(own);
+  ScalarRule rule = make_rule(s, s);
+  std::vector<double> p(static_cast<std::size_t>(N) * d);
+  std::vector<std::int8_t> sgn(p.size());
+  double Vpool = 0.0, Vvar = 0.0, Evar = 0.0, identity = 0.0;
+  for (std::uint32_t w = 0; w < N; ++w) {
+    double l1 = 0, l2 = 0;
+    for (std::size_t k = 0; k < d; ++k) {
+      float a = std::fabs(g[w][k]);
+      p[w * d + k] = keep_probability(a, rule.scale);
+      sgn[w * d + k] = static_cast<std::int8_t>(g[w][k] > 0 ? 1 : (g[w][k] < 0 ? -1 : 0));
+      Vpool += p[w * d + k] * (1 - p[w * d + k]);
+      l1 += a;
+      l2 += static_cast<double>(a) * a;
+    }
+    identity += static_cast<double>(s) * l1 - l2;
+  }
+  identity /= static_cast<double>(N) * N;
+  for (std::size_t k = 0; k < d; ++k) {
+    double sv = 0, sv2 = 0, sm4 = 0;
+    for (std::uint32_t w = 0; w < N; ++w) {
+      double q = p[w * d + k], v = q * (1 - q);
+      sv += v, sv2 += v * v, sm4 += v * ((1 - q) * (1 - q) * (1 - q) + q * q * q);
+    }
+    Evar += sv;
+    Vvar += sm4 + 2 * sv * sv - 3 * sv2;
+  }
+  Vpool *= n;
+  Vvar *= n;
+  double Spool = 0.0, Svar = 0.0;
+  std::uint64_t bad = 0;
+  std::string msg;
+  std::uint32_t chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(c.sampler.max_request_elements() / d, 1, n));
+  bool payload_ok = true;
+  std::string payload_msg = "no codec behind this implementation: payload aggregation not compared";
+  const Codec* codec = c.sampler.codec();
+  for (std::uint32_t j0 = 0; j0 < n; j0 += chunk) {
+    std::uint32_t cnt = std::min(chunk, n - j0);
+    std::vector<Draws> dw;
+    for (std::uint32_t w = 0; w < N; ++w) {
+      dw.push_back(c.sampler.draw({g[w], params, {seed, w, 0, j0}, cnt, s}));
+      if (!dw.back().defect.empty() && bad++ == 0) msg = dw.back().defect;
+    }
+    for (std::uint32_t j = 0; j < cnt; ++j) {
+      for (std::uint32_t w = 0; w < N; ++w)
+        if (dw[w].scalars[j] != s && bad++ == 0)
+          msg = strf("worker %u step %u: scalar %.9g, shared %.9g", w, j0 + j, static_cast<double>(dw[w].scalars[j]),
+                     static_cast<double>(s));
+      for (std::size_t k = 0; k < d; ++k) {
+        double T = 0.0;
+        for (std::uint32_t w = 0; w < N; ++w) {
+          int t = dw[w].row(j)[k];
+          std::size_t e = w * d + k;
+          double y = sgn[e] * t;
+          if (t != 0 && y != 1 && bad++ == 0) msg = strf("worker %u step %u element %zu: wrong sign", w, j0 + j, k);
+          Spool += y - p[e];
+          T += y - p[e];
+        }
+        Svar += T * T;  // centred below
+      }
+    }
+    // The payload path: encode_with_scalar + aggregate must give the sum of the trits exactly.
+    if (codec && j0 == 0) {
+      std::vector<std::vector<std::uint8_t>> pl;
+      std::vector<std::span<const std::uint8_t>> spans;
+      for (std::uint32_t w = 0; w < N; ++w) pl.push_back(encode_with_scalar(*codec, g[w], params, {seed, w, 0, 0}, s));
+      for (auto& x : pl) spans.emplace_back(x);
+      Aggregate agg = aggregate(*codec, spans);
+      payload_msg = strf("tg::aggregate of %u encode_with_scalar payloads equals the sum of the trits", N);
+      for (std::size_t k = 0; k < d && payload_ok; ++k) {
+        int sum = 0;
+        for (std::uint32_t w = 0; w < N; ++w) sum += dw[w].row(0)[k];
+        if (agg.sums[k] != sum || agg.scalar != s) {
+          payload_ok = false;
+          payload_msg = strf("element %zu: aggregate sum %d, trits sum %d", k, agg.sums[k], sum);
+        }
+      }
+    }
+    c.progress.add(static_cast<double>(cnt) * d * N, "aggregate");
+  }
+  Svar -= static_cast<double>(n) * Evar;
+  Row st = exact_row("aggregate.structure", "gaussian x" + std::to_string(N));
+  st.statistic = strf("%llu violations", static_cast<unsigned long long>(bad));
+  st.pass = bad == 0 && payload_ok;
+  st.detail = bad ? msg : payload_msg;
+  c.rows.push_back(st);
+  c.rows.push_back(pooled_bias_row(c, "aggregate.unbiased-pooled", st.family, Spool, Vpool,
+                                    static_cast<double>(n) * d * N,
+                                    "E[mean of the workers' g~] = mean of the g_w with the shared scalar s = max_w s_w"));
+  {
+    Row r = stat_row(c, "aggregate.variance", st.family);
+    auto o = bernstein_decide(Svar, Vvar, static_cast<double>(N) * N, c.alpha, c.opt.profile.beta);
+    double E = static_cast<double>(n) * Evar;
+    r.statistic = strf("ratio %.5f", 1.0 + Svar / E);
+    r.threshold = strf("1 +- %.3g", o.threshold / E);
+    r.power = strf("rel. error >= %.3g", o.detectable / E);
+    apply(r, o);
+    r.detail = strf("E||mean g~ - mean g||^2 = (1/N^2) sum_w (s ||g_w||_1 - ||g_w||_2^2) = %.6g", identity);
+    mark_rejected(r);
+    c.rows.push_back(r);
+  }
+}
+
+}  // namespace tg::verify::checks

@@ -1,0 +1,150 @@
+// terngrad-bench: the battery's shared pieces (checks/common.hpp): row builders, the Bernstein
+// decision with its power, progress. The derivations are in docs/statistics.md.
+#include "checks/common.hpp"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+#include <unistd.h>
+
+#include "tg/verify/stats.hpp"
+
+namespace tg::verify {
+
+std::string strf(const char* f, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
+std::uint64_t ulp_distance(float a, float b) {
+  // For finite non-negative floats the bit patterns are ordered like the values.
+  auto ord = [](float x) {
+    std::uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    return static_cast<std::int64_t>(u & 0x7fffffffu);
+  };
+  std::int64_t d = ord(a) - ord(b);
+  return static_cast<std::uint64_t>(d < 0 ? -d : d);
+}
+
+namespace checks {
+
+Progress::Progress(bool on, double total, std::function<void()> poll)
+    : on_(on), total_(total), tty_(::isatty(2) != 0), poll_(std::move(poll)) {}
+
+void Progress::add(double units, const std::string& what) {
+  if (poll_) poll_();  // may throw: the caller stops the run
+  done_ += units;
+  if (!on_) return;
+  double t = elapsed();
+  if (t < 3.0 || t - last_ < (tty_ ? 0.5 : 10.0)) return;
+  last_ = t;
+  double frac = total_ > 0 ? std::min(1.0, done_ / total_) : 1.0;
+  std::fprintf(stderr, "%sverify: %3.0f%% after %.0f s (%s)%s", tty_ ? "\r" : "", 100.0 * frac, t, what.c_str(),
+               tty_ ? "\033[K" : "\n");
+  std::fflush(stderr);
+  shown_ = true;
+}
+
+void Progress::finish() {
+  if (shown_ && tty_) std::fprintf(stderr, "\r\033[K");
+  shown_ = false;
+}
+
+double Progress::elapsed() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+std::string row_id(const std::string& check, const std::string& family, const std::string& label) {
+  return check + "/" + family + (label.empty() ? "" : "/" + label);
+}
+
+namespace {
+Row base_row(const char* kind, const std::string& check, const std::string& family, const std::string& label) {
+  Row r;
+  r.check = check;
+  r.family = family;
+  r.kind = kind;
+  r.id = row_id(check, family, label);
+  r.threshold = r.pvalue = r.power = "-";
+  return r;
+}
+}  // namespace
+
+Row stat_row(const Ctx& c, const std::string& check, const std::string& family, const std::string& label) {
+  Row r = base_row("stat", check, family, label);
+  r.alpha = c.alpha;
+  return r;
+}
+Row exact_row(const std::string& check, const std::string& family, const std::string& label) {
+  Row r = base_row("exact", check, family, label);
+  r.threshold = "0";
+  r.power = "any violation";
+  return r;
+}
+Row info_row(const std::string& check, const std::string& family, const std::string& label) {
+  return base_row("info", check, family, label);
+}
+
+BernsteinOutcome bernstein_decide(double S, double V, double b, double alpha, double beta) {
+  BernsteinOutcome o;
+  o.threshold = bernstein_threshold(V, b, alpha);
+  o.p = bernstein_tail_bound(S, V, b);
+  // Power: under an alternative with mean shift delta, S - delta deviates below by more than
+  // t_beta with probability <= beta (one-sided Bernstein at the null variance V: shifts of the
+  // detectable size change the variance only to first order). Detected if delta >= t_a + t_b.
+  o.detectable = o.threshold + bernstein_one_sided(V, b, beta);
+  o.z = V > 0 ? S / std::sqrt(V) : 0.0;
+  o.pass = std::fabs(S) <= o.threshold;
+  return o;
+}
+
+std::string bound_text(double p) {
+  if (p < 1.0) return strf("p <= %.2g", p);
+  return strf("bound %.2g (>= 1)", p);
+}
+
+void apply(Row& r, const BernsteinOutcome& o) {
+  r.z = o.z;
+  r.p = o.p;
+  r.pvalue = bound_text(o.p);
+  r.pass = o.pass;
+}
+
+void mark_rejected(Row& r) {
+  if (!r.pass) r.detail = "rejected: " + r.statistic + ", outside " + r.threshold + "; " + r.detail;
+}
+
+Row pooled_bias_row(const Ctx& c, const std::string& check, const std::string& family, double S, double V,
+                    double M, const std::string& detail) {
+  Row r = stat_row(c, check, family);
+  auto o = bernstein_decide(S, V, 1.0, c.alpha, c.opt.profile.beta);
+  r.statistic = strf("mean bias %.3g s", S / M);
+  r.threshold = strf("|.| <= %.3g s", o.threshold / M);
+  r.power = strf("bias >= %.3g s", o.detectable / M);
+  apply(r, o);
+  r.detail = detail;
+  mark_rejected(r);
+  return r;
+}
+
+void deterministic_row(Row& r, double S, double tol, const std::string& what) {
+  r.kind = "exact";
+  r.alpha = 0.0;
+  r.statistic = strf("deviation %.3g", S);
+  r.threshold = strf("|.| <= %.2g (rounding)", tol);
+  r.pvalue = "-";
+  r.power = "any deviation";
+  r.pass = std::fabs(S) <= tol;
+  r.detail = what + ": every keep probability is 0 or 1 under H0, so the sum has no randomness";
+  mark_rejected(r);
+}
+
+}  // namespace checks
+}  // namespace tg::verify

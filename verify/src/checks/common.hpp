@@ -1,0 +1,136 @@
+// terngrad-bench: what the battery's checks share (internal to verify/src): the run context, the
+// planned decisions, row builders, the Bernstein decision, progress. One file per check family
+// lives next to this one; verify/src/battery.cpp plans the run and calls them.
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tg/verify/battery.hpp"
+#include "tg/verify/families.hpp"
+
+namespace tg::verify {
+
+std::string strf(const char* f, ...) __attribute__((format(printf, 1, 2)));
+
+namespace checks {
+
+constexpr double kTwo32 = 4294967296.0;
+
+/// Exact keep probability of the spec rule for magnitude a (already clamped) and rule scale 2^32/s:
+/// P(u < a * scale) = ceil(a * scale) / 2^32 for a 32-bit uniform u.
+inline double keep_probability(float a, double scale) {
+  double t = static_cast<double>(a) * scale;
+  if (t >= kTwo32) return 1.0;
+  return std::ceil(t) / kTwo32;
+}
+
+inline int sign_of(float g) { return g > 0.0f ? 1 : (g < 0.0f ? -1 : 0); }
+
+/// Progress line on stderr for long runs; also polls for interruption between blocks of draws.
+class Progress {
+ public:
+  Progress(bool on, double total, std::function<void()> poll = {});
+  ~Progress() { finish(); }
+  void add(double units, const std::string& what);
+  void finish();
+
+ private:
+  double elapsed() const;
+  bool on_;
+  double total_, done_ = 0.0, last_ = 0.0;
+  bool tty_, shown_ = false;
+  std::function<void()> poll_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+/// The context every check runs in.
+struct Ctx {
+  Sampler& sampler;
+  const Options& opt;
+  double alpha = 0.0;  // per statistical decision
+  std::vector<Row>& rows;
+  Progress& progress;
+};
+
+/// Row ids: check/family[/label]. Stat rows must appear in the plan with exactly this id.
+std::string row_id(const std::string& check, const std::string& family, const std::string& label = "");
+
+Row stat_row(const Ctx& c, const std::string& check, const std::string& family, const std::string& label = "");
+Row exact_row(const std::string& check, const std::string& family, const std::string& label = "");
+Row info_row(const std::string& check, const std::string& family, const std::string& label = "");
+
+/// A Bernstein decision on a sum S of independent zero-mean terms (under H0) with |term| <= b and
+/// known total variance V > 0. Fills threshold/detectable (in S units), z = S / sqrt(V), the tail
+/// bound p (uncapped) and pass = |S| <= threshold.
+struct BernsteinOutcome {
+  double threshold = 0, detectable = 0, z = 0, p = 1;
+  bool pass = true;
+};
+BernsteinOutcome bernstein_decide(double S, double V, double b, double alpha, double beta);
+/// Copies an outcome into a row: z, p, the p-value text, pass.
+void apply(Row& r, const BernsteinOutcome& o);
+/// The p-value column of a Bernstein row: "p <= 0.012", or "bound 3.4 (>= 1)" when the bound says nothing.
+std::string bound_text(double p);
+/// A failed row's detail starts with what was observed and where the line was.
+void mark_rejected(Row& r);
+
+/// The pooled unbiasedness row: S = sum of M terms sign(x) t - p in [-1, 1] with variance V under H0,
+/// reported per term in units of the scalar.
+Row pooled_bias_row(const Ctx& c, const std::string& check, const std::string& family, double S, double V,
+                    double M, const std::string& detail);
+
+/// A sum with no randomness under H0 (zero variance): passes iff |S| <= tol (rounding only).
+void deterministic_row(Row& r, double S, double tol, const std::string& what);
+
+// ---- the per-gradient job: structure, unbiased (per coordinate, pooled, by bins of p), variance,
+// independence (several scales and lags) --------------------------------------------------------
+
+/// Keep-probability bins of the bias-by-p rows: [edge[i], edge[i+1]).
+const std::vector<double>& p_bin_edges();
+std::string p_bin_label(std::size_t bin);
+/// Block scales and lags of the independence rows.
+inline constexpr std::size_t kBlockScales[] = {8, 64, 512, 4096};
+inline constexpr std::size_t kLags[] = {64, 512, 4096};
+
+struct JobSpec {
+  std::string check;  // row prefix: "" for the main checks, "clipping", "layerwise"
+  Gradient grad;
+  Params params;
+  bool global_scalar = false;
+  bool independence = false;
+  bool p_bins = false;
+  std::uint32_t steps = 0;
+  std::uint64_t stream_seed = 0;
+  std::vector<std::optional<float>> given_scalars;  // per layer: the shared scalar asked for, if any
+  bool fixed_samples = false;  // draws given by the caller (check_samples): no determinism re-draw
+};
+
+/// What a job reports to the run: its pooled sums (the all-family pooled row) and its variances.
+struct JobOut {
+  double pooled_S = 0.0, pooled_V = 0.0;
+  double var_observed = 0.0, var_identity = 0.0;  // absolute units
+};
+
+/// The ids of the stat rows run_job will produce, in order (from the spec alone, before any draw).
+std::vector<std::string> plan_job(const JobSpec& job);
+JobOut run_job(Ctx& c, const JobSpec& job);
+/// clipping.bias (info): bias norm, angle, fraction clipped vs the Gaussian prediction.
+void clipping_info(Ctx& c, const Gradient& G, const Params& params);
+
+// ---- the other checks ---------------------------------------------------------------------------
+std::vector<std::string> plan_streams(const std::string& family);
+void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed);
+std::vector<std::string> plan_collision();
+void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed);
+std::vector<std::string> plan_aggregate(std::uint32_t workers);
+void run_aggregate(Ctx& c, std::size_t d);
+void run_cross(Ctx& c);
+
+}  // namespace checks
+}  // namespace tg::verify

@@ -1,0 +1,217 @@
+// terngrad-bench: independence of the random streams across keys. `streams`: correlation of the
+// keep masks of two steps, two workers, two tensors (Bernstein). `collision`: a probe gradient with
+// keep probability 1/2 everywhere turns every mask bit into a fair coin; any run of >= 128 mask bits
+// that appears twice, at any offset, in any stream of many keys (including keys far apart) is a
+// reused stream (docs/statistics.md, "Collision").
+#include <algorithm>
+#include <unordered_map>
+
+#include "checks/common.hpp"
+#include "tg/verify/keys.hpp"
+
+namespace tg::verify::checks {
+
+namespace {
+const char* kStreamPairs[3] = {"steps k,k+1", "workers 0,1", "tensors 0,1"};
+}
+
+std::vector<std::string> plan_streams(const std::string& family) {
+  std::vector<std::string> ids;
+  for (const char* p : kStreamPairs) ids.push_back(row_id("streams", family, p));
+  return ids;
+}
+
+void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
+  const Layer& L = G.layers.front();
+  const std::size_t d = L.g.size();
+  const std::uint32_t n = c.opt.profile.stream_steps;  // even
+  Params params;
+  // Keep masks b_k = [t_k != 0], centred with the keep probabilities of the scalar the implementation
+  // reports (set from its first draw), so that a wrong scalar does not read as a correlation: under
+  // H0 the products of two independent draws have mean 0 and variance v_k v_k.
+  std::vector<double> p(d);
+  double sv = 0.0, sv2 = 0.0;
+  bool centred = false;
+  auto centre = [&](float observed) {
+    centred = true;
+    const double sc = observed > 0.0f ? kTwo32 / static_cast<double>(observed) : 0.0;
+    for (std::size_t k = 0; k < d; ++k) {
+      const float a = std::fabs(L.g[k]);
+      p[k] = observed > 0.0f ? (a > observed ? 1.0 : keep_probability(a, sc)) : 0.0;
+      sv += p[k] * (1 - p[k]);
+      sv2 += p[k] * (1 - p[k]) * p[k] * (1 - p[k]);
+    }
+  };
+  auto prod = [&](std::span<const std::int8_t> a, std::span<const std::int8_t> b) {
+    double s = 0.0;
+    for (std::size_t k = 0; k < d; ++k) s += ((a[k] != 0) - p[k]) * ((b[k] != 0) - p[k]);
+    return s;
+  };
+  double S[3] = {0, 0, 0};
+  std::uint32_t chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(c.sampler.max_request_elements() / d, 2, n));
+  chunk -= chunk % 2;
+  for (std::uint32_t j0 = 0; j0 < n; j0 += chunk) {
+    const std::uint32_t cnt = std::min(chunk, n - j0);
+    Draws w0 = c.sampler.draw({L.g, params, {stream_seed, 0, 0, j0}, cnt, std::nullopt});
+    if (!centred) centre(w0.scalars[0]);
+    // pairs of consecutive steps (2i, 2i+1): disjoint, so the pair products are independent
+    for (std::uint32_t j = 0; j + 1 < cnt; j += 2) S[0] += prod(w0.row(j), w0.row(j + 1));
+    // worker 1 and tensor 1 at steps j0 .. j0 + cnt/2, paired with worker 0 tensor 0 at the same steps
+    const std::uint32_t half = cnt / 2;
+    Draws w1 = c.sampler.draw({L.g, params, {stream_seed, 1, 0, j0}, half, std::nullopt});
+    Draws t1 = c.sampler.draw({L.g, params, {stream_seed, 0, 1, j0}, half, std::nullopt});
+    for (std::uint32_t j = 0; j < half; ++j) {
+      S[1] += prod(w0.row(j), w1.row(j));
+      S[2] += prod(w0.row(j), t1.row(j));
+    }
+    c.progress.add(2.0 * cnt * d, "streams");
+  }
+  const double pairs = n / 2;
+  for (int i = 0; i < 3; ++i) {
+    Row r = stat_row(c, "streams", G.family, kStreamPairs[i]);
+    const double V = pairs * sv2;
+    auto o = bernstein_decide(S[i], V, 1.0, c.alpha, c.opt.profile.beta);
+    const double E = pairs * sv;  // E[S] = rho * pairs * sum v under a common correlation rho
+    r.statistic = strf("%s: corr %+.4f", kStreamPairs[i], E > 0 ? S[i] / E : 0.0);
+    r.threshold = strf("|.| <= %.3g", E > 0 ? o.threshold / E : 0.0);
+    r.power = strf("corr >= %.3g", E > 0 ? o.detectable / E : 0.0);
+    apply(r, o);
+    r.detail = strf("%s: sum over %.0f pairs of draws and %zu coordinates of (b_k - p_k)(b'_k - p_k), b the keep "
+                    "masks (independent terms in [-1,1]); catches a partly reused stream", kStreamPairs[i], pairs, d);
+    mark_rejected(r);
+    c.rows.push_back(r);
+  }
+}
+
+// ---- collision ---------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::size_t kRun = 128;  // a repeat of this many mask bits is a finding
+
+struct ProbeStream {
+  StreamKey key;
+  std::vector<std::uint64_t> bits;  // mask bit k at word k/64, bit k%64
+  std::string name() const {
+    return strf("(seed %#llx, worker %u, tensor %u, step %u)", static_cast<unsigned long long>(key.seed), key.worker,
+                key.tensor, key.step);
+  }
+};
+
+// The keys: a grid of small ones (additive or swapped keys collide there), keys far apart in each
+// field (truncation to 8, 16 or 31 bits collides there), and seeds differing in the high word only.
+struct KeyBlock {
+  StreamKey first;
+  std::uint32_t steps;
+};
+std::vector<KeyBlock> collision_keys(std::uint64_t S) {
+  std::vector<KeyBlock> k;
+  for (std::uint32_t w = 0; w < 4; ++w)
+    for (std::uint32_t t = 0; t < 2; ++t) k.push_back({{S, w, t, 0}, 4});
+  k.push_back({{S, 0, 0, 65535}, 3});
+  k.push_back({{S, 0, 0, 0x7fffffffu}, 2});
+  k.push_back({{S, 0, 0, 0xfffffffeu}, 2});
+  for (std::uint32_t w : {255u, 256u, 65536u, 0x80000000u, 0xffffffffu}) k.push_back({{S, w, 0, 0}, 1});
+  for (std::uint32_t t : {16u, 256u, 65536u, 0x80000000u, 0xffffffffu}) k.push_back({{S, 0, t, 0}, 1});
+  for (std::uint64_t s : {S ^ (std::uint64_t{1} << 32), S ^ (std::uint64_t{1} << 63), S + 1}) k.push_back({{s, 0, 0, 0}, 1});
+  return k;
+}
+
+inline int bit_at(const std::vector<std::uint64_t>& b, std::size_t k) { return static_cast<int>((b[k / 64] >> (k % 64)) & 1u); }
+inline std::uint64_t window_at(const std::vector<std::uint64_t>& b, std::size_t j) {
+  const std::size_t w = j / 64, r = j % 64;
+  return r == 0 ? b[w] : (b[w] >> r) | (b[w + 1] << (64 - r));
+}
+
+}  // namespace
+
+std::vector<std::string> plan_collision() { return {row_id("collision", "p=1/2 probe")}; }
+
+void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
+  // Probe: element 0 is 1 (the scalar), every other is 1/2, so p_k = 1/2 exactly and the keep bit
+  // is a fair coin under H0.
+  std::vector<float> g(d, 0.5f);
+  g[0] = 1.0f;
+  const std::vector<KeyBlock> keys = collision_keys(stream_seed);
+  std::vector<ProbeStream> streams;
+  for (const auto& kb : keys) {
+    Draws dr = c.sampler.draw({g, Params{}, kb.first, kb.steps, std::nullopt});
+    for (std::uint32_t j = 0; j < kb.steps; ++j) {
+      ProbeStream ps;
+      ps.key = kb.first;
+      ps.key.step = kb.first.step + j;
+      ps.bits.assign((d + 63) / 64 + 1, 0);
+      auto row = dr.row(j);
+      for (std::size_t k = 0; k < d; ++k)
+        if (row[k] != 0) ps.bits[k / 64] |= std::uint64_t{1} << (k % 64);
+      streams.push_back(std::move(ps));
+    }
+    c.progress.add(static_cast<double>(kb.steps) * d, "collision");
+  }
+  // Index the aligned 64-bit windows; slide over every offset of every stream. Two streams (or two
+  // places of one) sharing a run of >= 128 bits share at least one aligned window inside the run.
+  std::unordered_multimap<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> aligned;
+  const std::size_t last = d >= 64 ? d - 64 : 0;
+  for (std::uint32_t s = 0; s < streams.size(); ++s)
+    for (std::size_t j = 0; j + 64 <= d; j += 64) aligned.emplace(window_at(streams[s].bits, j), std::make_pair(s, static_cast<std::uint32_t>(j)));
+  std::uint64_t repeats = 0, windows = 0;
+  std::string first;
+  std::vector<std::tuple<std::uint32_t, std::uint32_t, std::int64_t>> seen;  // (stream, stream, offset difference)
+  // A degenerate implementation (masks far from fair coins: long runs of zeros) makes many windows
+  // equal; the scan stops after kMaxRepeats findings or kMaxCompares comparisons.
+  constexpr std::uint64_t kMaxRepeats = 16, kMaxCompares = 2000000;
+  std::uint64_t compares = 0;
+  bool stopped = false;
+  for (std::uint32_t s = 0; s < streams.size() && d >= 64 && !stopped; ++s) {
+    const auto& A = streams[s].bits;
+    for (std::size_t j = 0; j <= last && !stopped; ++j) {
+      ++windows;
+      auto range = aligned.equal_range(window_at(A, j));
+      for (auto it = range.first; it != range.second; ++it) {
+        auto [s2, j2] = it->second;
+        if (s2 == s && j2 == j) continue;
+        if (++compares > kMaxCompares || repeats >= kMaxRepeats) {
+          stopped = true;
+          break;
+        }
+        const auto& B = streams[s2].bits;
+        std::size_t back = 0, fwd = 0;
+        while (back < j && back < j2 && bit_at(A, j - back - 1) == bit_at(B, j2 - back - 1)) ++back;
+        while (j + 64 + fwd < d && j2 + 64 + fwd < d && bit_at(A, j + 64 + fwd) == bit_at(B, j2 + 64 + fwd)) ++fwd;
+        const std::size_t run = back + 64 + fwd;
+        if (run < kRun) continue;
+        auto diag = std::make_tuple(std::min(s, s2), std::max(s, s2),
+                                    s <= s2 ? static_cast<std::int64_t>(j) - j2 : static_cast<std::int64_t>(j2) - j);
+        if (std::find(seen.begin(), seen.end(), diag) != seen.end()) continue;
+        seen.push_back(diag);
+        if (repeats++ == 0)
+          first = strf("mask bits %zu..%zu of %s equal bits %zu..%zu of %s (%zu bits)", j - back, j - back + run - 1,
+                       streams[s].name().c_str(), j2 - back, j2 - back + run - 1, streams[s2].name().c_str(), run);
+      }
+    }
+  }
+  // Under H0 two given places agree on kRun fair bits with probability 2^-kRun; over all pairs of
+  // places the chance of any repeat is at most (streams * d)^2 2^-kRun.
+  const double places = static_cast<double>(streams.size()) * static_cast<double>(d);
+  const double bound = places * places * std::ldexp(1.0, -static_cast<int>(kRun));
+  Row r = stat_row(c, "collision", "p=1/2 probe");
+  if (stopped && repeats == 0) {
+    repeats = 1;
+    first = strf("the masks are far from fair coins: more than %llu windows of 64 bits repeat (runs shorter than %zu bits)",
+                 static_cast<unsigned long long>(kMaxCompares), kRun);
+  }
+  r.statistic = strf("%s%llu repeated runs", stopped ? ">= " : "", static_cast<unsigned long long>(repeats));
+  r.threshold = strf("0 runs of >= %zu bits", kRun);
+  r.p = repeats ? bound : 1.0;
+  r.pvalue = repeats ? strf("p <= %.2g", bound) : "p = 1 (no repeat)";
+  r.power = strf("any reuse of >= %zu mask bits", kRun);
+  r.pass = repeats == 0;
+  r.detail = repeats ? "streams reused: " + first + (repeats > 1 ? strf(" (and %llu more)", static_cast<unsigned long long>(repeats - 1)) : "")
+                     : strf("%zu streams of %zu mask bits (%zu keys: steps 0..3 x workers 0..3 x tensors 0..1, steps "
+                            "near 2^16, 2^31 and 2^32, workers and tensors up to 2^32-1, seeds differing in the high "
+                            "word); %llu windows at every offset; false-fail probability <= %.2g",
+                            streams.size(), d, keys.size(), static_cast<unsigned long long>(windows), bound);
+  c.rows.push_back(r);
+}
+
+}  // namespace tg::verify::checks

@@ -1,0 +1,604 @@
+// terngrad-bench: the per-gradient checks (one "job": a gradient, its clipping rule, n draws):
+// structure (exact), unbiased per coordinate (exact binomial), pooled and by bins of p (Bernstein),
+// the variance identity (Bernstein), independence at several block scales and lags (Bernstein).
+// Every threshold and power figure is derived in docs/statistics.md.
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <mutex>
+#include <map>
+
+#include "checks/common.hpp"
+#include "tg/verify/stats.hpp"
+
+namespace tg::verify::checks {
+
+const std::vector<double>& p_bin_edges() {
+  static const std::vector<double> edges = {0.0,        0x1p-12, 0x1p-11, 0x1p-10, 0x1p-6,
+                                            0x1p-3,     0.5,     0.875,   1.0 - 0x1p-10, 1.0};
+  return edges;
+}
+
+std::string p_bin_label(std::size_t bin) {
+  static const char* names[] = {"p<2^-12",   "p in [2^-12,2^-11)", "p in [2^-11,2^-10)", "p in [2^-10,2^-6)",
+                                "p in [2^-6,1/8)", "p in [1/8,1/2)",  "p in [1/2,7/8)",    "p in [7/8,1-2^-10)",
+                                "p in [1-2^-10,1)"};
+  return names[bin];
+}
+
+namespace {
+
+constexpr double kMinBinExpected = 20.0;  // a bin row is planned only if n * sum min(p, 1-p) >= this
+
+// Bin of a keep probability; -1 for p = 0 or p = 1 (no randomness).
+int p_bin(double p) {
+  if (p <= 0.0 || p >= 1.0) return -1;
+  const auto& e = p_bin_edges();
+  for (std::size_t i = 0; i + 1 < e.size(); ++i)
+    if (p < e[i + 1]) return static_cast<int>(i);
+  return -1;
+}
+
+// ---- the spec: what the job's rows are, before any draw -------------------------------------------
+struct SpecLayer {
+  const Layer* layer = nullptr;
+  std::uint32_t tensor = 0;
+  ScalarRule rule;                      // spec rule (reference codec, sigma in double)
+  std::optional<float> request_scalar;  // shared scalar asked for
+  float max_abs = 0.0f;
+  std::size_t off = 0;
+};
+
+struct Spec {
+  std::vector<SpecLayer> layers;
+  std::vector<double> p;        // spec keep probability per element (job order)
+  std::vector<int> bin;         // p bin per element, -1 none
+  double pool_V = 0.0, var_V = 0.0;
+  std::array<double, 9> bin_weight{};  // sum min(p, 1-p) per bin
+  bool own_scalar = true;
+};
+
+Spec make_spec(const JobSpec& job) {
+  const Codec& ref = reference_codec();
+  const Gradient& G = job.grad;
+  Spec sp;
+  float global = 0.0f;
+  if (job.global_scalar)
+    for (const auto& l : G.layers) global = std::max(global, tensor_scalar(ref, l.g, job.params, 0));
+  std::size_t off = 0;
+  for (std::size_t i = 0; i < G.layers.size(); ++i) {
+    SpecLayer s;
+    s.layer = &G.layers[i];
+    s.tensor = static_cast<std::uint32_t>(i);
+    s.off = off;
+    s.max_abs = ref.max_abs(s.layer->g, s.tensor);
+    if (job.global_scalar) {
+      s.rule = make_rule(global, clip_bound(ref, s.layer->g, job.params));
+      s.request_scalar = global;
+      sp.own_scalar = false;
+    } else if (i < job.given_scalars.size() && job.given_scalars[i]) {
+      s.rule = make_rule(*job.given_scalars[i], clip_bound(ref, s.layer->g, job.params));
+      s.request_scalar = job.given_scalars[i];
+      sp.own_scalar = false;
+    } else {
+      s.rule = own_rule(ref, s.layer->g, job.params, s.tensor);
+    }
+    off += s.layer->g.size();
+    sp.layers.push_back(s);
+  }
+  sp.p.resize(off);
+  sp.bin.assign(off, -1);
+  double N0 = 0.0;
+  for (const auto& l : sp.layers) N0 = std::max(N0, static_cast<double>(l.rule.scalar));
+  if (N0 == 0.0) N0 = 1.0;
+  for (const auto& l : sp.layers) {
+    const double s = l.rule.scalar / N0;
+    for (std::size_t k = 0; k < l.layer->g.size(); ++k) {
+      float a = std::min(std::fabs(l.layer->g[k]), l.rule.cap);
+      double p = l.rule.scalar > 0.0f ? keep_probability(a, l.rule.scale) : 0.0;
+      double x = a / N0, hi = (s - x) * (s - x), lo = x * x;
+      sp.p[l.off + k] = p;
+      sp.pool_V += p * (1 - p);
+      sp.var_V += p * (1 - p) * (hi - lo) * (hi - lo);
+      int b = p_bin(p);
+      sp.bin[l.off + k] = b;
+      if (b >= 0) sp.bin_weight[static_cast<std::size_t>(b)] += std::min(p, 1 - p);
+    }
+  }
+  return sp;
+}
+
+bool random_under_h0(double v) { return v > 0.0; }
+
+std::string prefix(const JobSpec& j, const char* test) { return j.check.empty() ? std::string(test) : j.check + "." + test; }
+
+// Which independence rows a layer set supports (tensor sizes only).
+struct IndepPlan {
+  std::vector<std::pair<std::size_t, std::size_t>> blocks;  // (scale, offset)
+  std::vector<std::size_t> lags;
+};
+// A block scale is planned only where it can see something: where the Bernstein bound's range term
+// 2 m^2 L0 / 3 (L0 = ln(2e12), i.e. alpha = 1e-12, fixed so the plan does not depend on the number of
+// decisions) is below E = n sum p(1-p) over the blocks (spec p), so that a doubling of the block
+// variance is detectable. Small profiles test the small scales only; the table says which.
+IndepPlan indep_plan(const Gradient& G, const std::vector<double>& p, std::uint32_t n) {
+  std::size_t largest = 0;
+  for (const auto& l : G.layers) largest = std::max(largest, l.g.size());
+  IndepPlan ip;
+  const double L0 = std::log(2e12);
+  for (std::size_t m : kBlockScales) {
+    if (largest < m + (m == 8 ? 4 : 0)) continue;
+    double E = 0.0;
+    std::size_t off = 0;
+    for (const auto& l : G.layers) {
+      for (std::size_t b0 = 0; b0 + m <= l.g.size(); b0 += m)
+        for (std::size_t q = 0; q < m; ++q) E += p[off + b0 + q] * (1.0 - p[off + b0 + q]);
+      off += l.g.size();
+    }
+    if (2.0 * static_cast<double>(m * m) * L0 / 3.0 >= n * E) continue;
+    ip.blocks.emplace_back(m, 0);
+    if (m == 8) ip.blocks.emplace_back(m, 4);
+  }
+  for (std::size_t lag : kLags)
+    if (largest >= 2 * lag) ip.lags.push_back(lag);
+  return ip;
+}
+std::string block_label(std::size_t m, std::size_t o) { return strf("blocks of %zu%s", m, o ? strf(" at +%zu", o).c_str() : ""); }
+std::string lag_label(std::size_t lag) { return strf("lag %zu", lag); }
+
+// Screening tables for the per-coordinate minimum p-value: a coordinate whose count lies inside the
+// Clopper-Pearson interval at level a has exact two-sided p-value > a, so the minimum is among those
+// outside. Cached per (n, level): the tables cost 2(n+1) interval inversions.
+const ClopperPearsonTable& screening_table(std::uint64_t n, double level) {
+  static std::mutex mu;
+  static std::map<std::pair<std::uint64_t, double>, ClopperPearsonTable> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto key = std::make_pair(n, level);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, clopper_pearson_table(n, level)).first;
+  return it->second;
+}
+
+double detectable_dp(std::uint64_t n, double alpha, double beta) {
+  static std::mutex mu;
+  static std::map<std::tuple<std::uint64_t, double, double>, double> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto key = std::make_tuple(n, alpha, beta);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, binomial_detectable(n, alpha, beta)).first;
+  return it->second;
+}
+
+}  // namespace
+
+std::vector<std::string> plan_job(const JobSpec& job) {
+  Spec sp = make_spec(job);
+  const std::string fam = job.grad.family;
+  std::vector<std::string> ids;
+  const bool random = random_under_h0(sp.pool_V);
+  if (random) ids.push_back(row_id(prefix(job, "unbiased"), fam));
+  if (random) ids.push_back(row_id(prefix(job, "unbiased-pooled"), fam));
+  if (job.p_bins)
+    for (std::size_t b = 0; b < sp.bin_weight.size(); ++b)
+      if (job.steps * sp.bin_weight[b] >= kMinBinExpected) ids.push_back(row_id(prefix(job, "unbiased-by-p"), fam, p_bin_label(b)));
+  if (random_under_h0(sp.var_V)) ids.push_back(row_id(prefix(job, "variance"), fam));
+  if (job.independence && random) {
+    IndepPlan ip = indep_plan(job.grad, sp.p, job.steps);
+    for (auto [m, o] : ip.blocks) ids.push_back(row_id(prefix(job, "independence"), fam, block_label(m, o)));
+    for (std::size_t lag : ip.lags) ids.push_back(row_id(prefix(job, "independence"), fam, lag_label(lag)));
+  }
+  return ids;
+}
+
+JobOut run_job(Ctx& c, const JobSpec& job) {
+  const Spec sp = make_spec(job);
+  const Gradient& G = job.grad;
+  const std::size_t D = G.size();
+  const std::uint32_t n = job.steps;
+  const std::string fam = G.family;
+  const double beta = c.opt.profile.beta;
+  const bool random = random_under_h0(sp.pool_V);
+
+  // What the implementation reports, set from its first draw of each layer.
+  struct Observed {
+    float scalar = 0.0f;
+    bool set = false;
+    bool tolerated = false;  // equal to the spec's, or within the clip-bound tolerance
+    std::uint64_t ulps = 0;
+    std::vector<std::int8_t> first_rows;
+    std::vector<float> first_scalars;
+  };
+  std::vector<Observed> obs(sp.layers.size());
+
+  // Per-element quantities under H0 with the observed scalar (set with it).
+  std::vector<float> xmag(D);        // |x_k|, x = clamp(g, cap)
+  std::vector<std::int8_t> sgn(D);
+  std::vector<double> phat(D, 0.0);  // keep probability with the observed scalar
+  std::vector<double> xrel(D), evar(D);
+  std::vector<double> wscale(sp.layers.size(), 0.0);
+  double N0 = 1.0, var_V = 0.0, var_E = 0.0, identity = 0.0, bvar = 0.0;
+  std::uint64_t infeasible = 0;
+
+  std::string structure_msg, defect;
+  std::uint64_t structure_bad = 0;
+  auto structure_fail = [&](const std::string& m) {
+    if (structure_bad++ == 0) structure_msg = m;
+  };
+  std::vector<std::uint32_t> count(D, 0);
+  std::uint64_t wrong_total = 0;
+  double pooled_S = 0.0, var_S = 0.0;
+  std::array<double, 9> bin_S{}, bin_V{};
+  std::uint64_t scalar_changes = 0;
+
+  // independence accumulators
+  const IndepPlan ip = job.independence && random ? indep_plan(G, sp.p, n) : IndepPlan{};
+  struct Acc { double S = 0.0, V = 0.0, E = 0.0; };
+  std::vector<Acc> blockacc(ip.blocks.size()), lagacc(ip.lags.size());
+  std::vector<double> centred;
+
+  // Sets the observed scalar of layer li and every per-element quantity that depends on it.
+  auto observe = [&](std::size_t li, float s_obs) {
+    const SpecLayer& l = sp.layers[li];
+    Observed& o = obs[li];
+    o.set = true;
+    o.scalar = s_obs;
+    o.ulps = std::isfinite(s_obs) ? ulp_distance(s_obs, l.rule.scalar) : std::numeric_limits<std::uint64_t>::max();
+    const bool clipping = job.params.clip != ClipMode::none && sp.own_scalar;
+    o.tolerated = s_obs == l.rule.scalar ||
+                  (clipping && std::isfinite(s_obs) && o.ulps <= kClipBoundUlps && s_obs <= l.max_abs);
+  };
+  auto finish_observed = [&]() {
+    // The reference scalar of each layer: the observed one when it is correct (within the
+    // tolerance), else the spec's (the variance identity is the paper's, with the spec's s).
+    N0 = 0.0;
+    for (std::size_t li = 0; li < sp.layers.size(); ++li)
+      N0 = std::max(N0, static_cast<double>(obs[li].tolerated ? obs[li].scalar : sp.layers[li].rule.scalar));
+    if (N0 == 0.0) N0 = 1.0;
+    for (std::size_t li = 0; li < sp.layers.size(); ++li) {
+      const SpecLayer& l = sp.layers[li];
+      const Observed& o = obs[li];
+      const float s_ref = o.tolerated ? o.scalar : l.rule.scalar;
+      const float cap = sp.own_scalar ? (o.tolerated ? o.scalar : l.rule.cap) : l.rule.cap;
+      const double scale_ref = s_ref > 0.0f ? kTwo32 / static_cast<double>(s_ref) : 0.0;
+      const double scale_obs = o.scalar > 0.0f ? kTwo32 / static_cast<double>(o.scalar) : 0.0;
+      const double sn = static_cast<double>(s_ref) / N0;
+      wscale[li] = static_cast<double>(o.scalar) / N0;
+      bvar = std::max(bvar, std::max(sn, wscale[li]) * std::max(sn, wscale[li]));
+      for (std::size_t k = 0; k < l.layer->g.size(); ++k) {
+        const std::size_t e = l.off + k;
+        const float g = l.layer->g[k];
+        const float a = std::min(std::fabs(g), cap);
+        xmag[e] = a;
+        sgn[e] = static_cast<std::int8_t>(a == 0.0f ? 0 : sign_of(g));
+        if (o.scalar > 0.0f && a > o.scalar) {
+          ++infeasible;  // E[s^ t] cannot reach |x_k| when |x_k| > s^
+          phat[e] = 1.0;
+        } else {
+          phat[e] = o.scalar > 0.0f ? keep_probability(a, scale_obs) : 0.0;
+        }
+        const double p = s_ref > 0.0f ? keep_probability(a, scale_ref) : 0.0;
+        const double x = a / N0, hi = (sn - x) * (sn - x), lo = x * x;
+        xrel[e] = x;
+        evar[e] = p * hi + (1.0 - p) * lo;  // E (s t - x)^2 for this element
+        var_E += evar[e];
+        var_V += p * (1.0 - p) * (hi - lo) * (hi - lo);
+        identity += static_cast<double>(a) * (static_cast<double>(s_ref) - static_cast<double>(a));
+        const int b = sp.bin[e];
+        if (b >= 0) bin_V[static_cast<std::size_t>(b)] += n * phat[e] * (1.0 - phat[e]);
+      }
+      // independence: variances of the block sums and lag products under H0 (observed p)
+      const std::size_t d = l.layer->g.size();
+      for (std::size_t i = 0; i < ip.blocks.size(); ++i) {
+        auto [m, off] = ip.blocks[i];
+        for (std::size_t b0 = off; b0 + m <= d; b0 += m) {
+          double sv = 0.0, sv2 = 0.0, sm4 = 0.0;
+          for (std::size_t q = 0; q < m; ++q) {
+            double p = phat[l.off + b0 + q], v = p * (1.0 - p);
+            sv += v, sv2 += v * v, sm4 += v * ((1.0 - p) * (1.0 - p) * (1.0 - p) + p * p * p);
+          }
+          blockacc[i].V += n * (sm4 + 2.0 * sv * sv - 3.0 * sv2);  // Var(B^2), B a sum of independent centred Bernoullis
+          blockacc[i].E += n * sv;
+        }
+      }
+      for (std::size_t i = 0; i < ip.lags.size(); ++i) {
+        const std::size_t lag = ip.lags[i];
+        for (std::size_t k = 0; k + lag < d; ++k) {
+          if (k % (2 * lag) >= lag) continue;
+          double v1 = phat[l.off + k] * (1 - phat[l.off + k]), v2 = phat[l.off + k + lag] * (1 - phat[l.off + k + lag]);
+          lagacc[i].V += n * v1 * v2;
+          lagacc[i].E += n * std::sqrt(v1 * v2);
+        }
+      }
+    }
+  };
+
+  const std::uint64_t per_req = c.sampler.max_request_elements();
+  std::uint32_t chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(per_req / std::max<std::size_t>(D, 1), 2, n));
+  chunk -= chunk % 2;
+  const std::string what = (job.check.empty() ? "" : job.check + " ") + fam;
+  bool observed_all = false;
+  for (std::uint32_t j0 = 0; j0 < n; j0 += chunk) {
+    const std::uint32_t cnt = std::min(chunk, n - j0);
+    std::vector<Draws> draws;
+    for (std::size_t li = 0; li < sp.layers.size(); ++li) {
+      const SpecLayer& l = sp.layers[li];
+      DrawRequest r{l.layer->g, job.params, {job.stream_seed, 0, l.tensor, j0}, cnt, l.request_scalar};
+      draws.push_back(c.sampler.draw(r));
+      const Draws& d = draws.back();
+      if (d.d != l.layer->g.size() || d.steps != cnt || d.trits.size() != std::size_t{cnt} * d.d ||
+          d.scalars.size() != cnt)
+        throw Error(ErrorCode::invalid_argument, "implementation returned draws of the wrong size");
+      if (!d.defect.empty() && defect.empty()) defect = l.layer->name + ": " + d.defect;
+      if (j0 == 0) {
+        obs[li].first_rows.assign(d.trits.begin(), d.trits.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(2, cnt) * d.d));
+        obs[li].first_scalars.assign(d.scalars.begin(), d.scalars.begin() + std::min<std::size_t>(2, cnt));
+        observe(li, d.scalars[0]);
+      }
+    }
+    if (!observed_all) {
+      finish_observed();
+      observed_all = true;
+    }
+    for (std::uint32_t j = 0; j < cnt; ++j) {
+      for (std::size_t li = 0; li < sp.layers.size(); ++li) {
+        const SpecLayer& l = sp.layers[li];
+        const Draws& d = draws[li];
+        if (d.scalars[j] != obs[li].scalar && scalar_changes++ == 0)
+          structure_fail(strf("%s step %u: scalar %.9g, but %.9g at step 0 (same gradient)", l.layer->name.c_str(),
+                              j0 + j, static_cast<double>(d.scalars[j]), static_cast<double>(obs[li].scalar)));
+        const double w = wscale[li];
+        const std::int8_t* t = d.trits.data() + static_cast<std::size_t>(j) * d.d;
+        double ps = 0.0, vs = 0.0;
+        for (std::size_t k = 0; k < d.d; ++k) {
+          const std::size_t e = l.off + k;
+          const int tk = t[k];
+          const int y = sgn[e] * tk;
+          if (tk < -1 || tk > 1) {
+            structure_fail(strf("%s step %u element %zu: trit %d", l.layer->name.c_str(), j0 + j, k, tk));
+            continue;
+          }
+          if (tk != 0 && y != 1) {
+            ++wrong_total;
+            structure_fail(strf("%s step %u element %zu: output sign %d for g = %.9g", l.layer->name.c_str(), j0 + j, k,
+                                tk, static_cast<double>(l.layer->g[k])));
+          } else if (tk == 0 && phat[e] >= 1.0 && xmag[e] >= obs[li].scalar) {
+            structure_fail(strf("%s step %u element %zu: |x| = %.9g >= s = %.9g but not kept", l.layer->name.c_str(),
+                                j0 + j, k, static_cast<double>(xmag[e]), static_cast<double>(obs[li].scalar)));
+          }
+          count[e] += y == 1;
+          ps += y - phat[e];
+          const int b = sp.bin[e];
+          if (b >= 0) bin_S[static_cast<std::size_t>(b)] += y - phat[e];
+          const double diff = w * tk - sgn[e] * xrel[e];
+          vs += diff * diff - evar[e];
+        }
+        pooled_S += ps;
+        var_S += vs;
+        if (!ip.blocks.empty() || !ip.lags.empty()) {
+          centred.resize(d.d);
+          for (std::size_t k = 0; k < d.d; ++k) centred[k] = (t[k] != 0) - phat[l.off + k];
+          for (std::size_t i = 0; i < ip.blocks.size(); ++i) {
+            auto [m, off] = ip.blocks[i];
+            double acc = 0.0;
+            for (std::size_t b0 = off; b0 + m <= d.d; b0 += m) {
+              double B = 0.0;
+              for (std::size_t q = 0; q < m; ++q) B += centred[b0 + q];
+              acc += B * B;  // E[B^2] = sum p(1-p) of the block is subtracted once, below
+            }
+            blockacc[i].S += acc;
+          }
+          for (std::size_t i = 0; i < ip.lags.size(); ++i) {
+            const std::size_t lag = ip.lags[i];
+            double acc = 0.0;
+            for (std::size_t k = 0; k + lag < d.d; ++k)
+              if (k % (2 * lag) < lag) acc += centred[k] * centred[k + lag];
+            lagacc[i].S += acc;
+          }
+        }
+      }
+    }
+    c.progress.add(static_cast<double>(cnt) * static_cast<double>(D), what);
+  }
+  // Determinism: the same key gives the same trits and scalar (first layer, steps 0..1).
+  if (!job.fixed_samples) {
+    const SpecLayer& l = sp.layers.front();
+    std::uint32_t m = std::min<std::uint32_t>(2, n);
+    Draws again = c.sampler.draw({l.layer->g, job.params, {job.stream_seed, 0, l.tensor, 0}, m, l.request_scalar});
+    if (again.trits != obs.front().first_rows || again.scalars != obs.front().first_scalars)
+      structure_fail(l.layer->name + ": drawing steps 0..1 again with the same key gave different output");
+  }
+  if (!defect.empty()) structure_fail(defect);
+  // The scalar against the spec's: bit for bit, or within the clip-bound tolerance under clipping.
+  std::uint64_t max_ulps = 0;
+  for (std::size_t li = 0; li < sp.layers.size(); ++li) {
+    const Observed& o = obs[li];
+    const SpecLayer& l = sp.layers[li];
+    if (o.tolerated) {
+      max_ulps = std::max(max_ulps, o.ulps);
+      continue;
+    }
+    std::string dist = std::isfinite(o.scalar) ? strf("%llu float32 ulps away", static_cast<unsigned long long>(o.ulps)) : "not finite";
+    structure_fail(strf("%s: scalar %.9g, spec %.9g (%s; %s)", l.layer->name.c_str(), static_cast<double>(o.scalar),
+                        static_cast<double>(l.rule.scalar), dist.c_str(),
+                        job.params.clip != ClipMode::none && sp.own_scalar
+                            ? strf("tolerance %u ulps and at most max|g| = %.9g", kClipBoundUlps, static_cast<double>(l.max_abs)).c_str()
+                            : "must be equal"));
+  }
+
+  JobOut out;
+  // structure (exact)
+  {
+    Row r = exact_row(prefix(job, "structure"), fam);
+    r.statistic = strf("%llu violations", static_cast<unsigned long long>(structure_bad));
+    r.pass = structure_bad == 0;
+    const bool tol = job.params.clip != ClipMode::none && sp.own_scalar;
+    r.detail = structure_bad ? structure_msg
+                             : strf("%u steps x %zu elements: values in {-s,0,+s}, signs kept, |x| >= s always kept, "
+                                    "g = 0 never kept%s; scalar %s%s",
+                                    n, D, job.fixed_samples ? "" : ", same key same bytes",
+                                    tol ? "within the clip-bound tolerance of the spec's" : "equal to the spec's",
+                                    tol ? strf(" (largest distance %llu of %u float32 ulps)",
+                                               static_cast<unsigned long long>(max_ulps), kClipBoundUlps).c_str()
+                                        : "");
+    c.rows.push_back(r);
+  }
+  const std::string target = job.params.clip == ClipMode::none ? "x = g" : "x = clamp(g, c sigma)";
+  // unbiased, per coordinate: count_k ~ Binomial(n, p_k) exactly under H0; exact two-sided p-value per
+  // coordinate, the minimum Bonferroni-adjusted over the D coordinates.
+  {
+    Row r = random ? stat_row(c, prefix(job, "unbiased"), fam) : exact_row(prefix(job, "unbiased"), fam);
+    std::vector<std::size_t> candidates;
+    for (double level : {1e-3, 0.2}) {
+      const ClopperPearsonTable& tab = screening_table(n, level);
+      for (std::size_t e = 0; e < D; ++e) {
+        const double p = phat[e];
+        const std::uint32_t k = count[e];
+        const bool degenerate = p <= 0.0 || p >= 1.0;
+        if (degenerate ? (k != (p >= 1.0 ? n : 0)) : !(tab.lo[k] <= p && p <= tab.hi[k])) candidates.push_back(e);
+      }
+      if (!candidates.empty()) break;
+    }
+    if (candidates.empty())
+      for (std::size_t e = 0; e < D; ++e) candidates.push_back(e);
+    double minp = 1.0;
+    std::size_t worst = candidates.front(), bad = 0;
+    const double a_coord = c.alpha / static_cast<double>(D);
+    for (std::size_t e : candidates) {
+      double pv = binomial_two_sided_pvalue(n, count[e], phat[e]);
+      bad += pv <= a_coord;
+      if (pv < minp || (pv == minp && e < worst)) minp = pv, worst = e;
+    }
+    const double adj = std::min(1.0, minp * static_cast<double>(D));
+    r.statistic = strf("worst: %u/%u kept, p_k = %.4g", count[worst], n, phat[worst]);
+    if (random) {
+      r.threshold = "adj. p <= alpha";
+      r.p = adj;
+      r.pvalue = strf("adj. p = %.2g (min %.2g x %zu)", adj, minp, D);
+      r.power = strf("|dp| >= %.3g", detectable_dp(n, a_coord, beta));
+      r.pass = bad == 0;
+    } else {
+      r.threshold = "0 deviations";
+      r.pass = minp > 0.0;
+      r.power = "any deviation";
+    }
+    r.pass = r.pass && infeasible == 0 && wrong_total == 0;
+    if (infeasible) r.detail = strf("%llu elements have |x_k| > s (cannot be unbiased); ", static_cast<unsigned long long>(infeasible));
+    if (wrong_total) r.detail += strf("%llu outputs with the wrong sign; ", static_cast<unsigned long long>(wrong_total));
+    if (bad) r.detail += strf("%zu of %zu coordinates with exact p-value <= alpha/%zu = %.2g", bad, D, D, a_coord);
+    if (!random && minp == 0.0) r.detail += "keep probabilities are 0 or 1 under H0 but a count differs";
+    if (r.pass)
+      r.detail = strf("E[g~_k] = x_k for each of %zu coordinates (%s, s the reported scalar); %u draws; exact binomial, "
+                      "Bonferroni over coordinates", D, target.c_str(), n);
+    c.rows.push_back(r);
+  }
+  // unbiased, pooled: S = sum (sign(x) t - p), |term| <= 1, Var = n sum p(1-p).
+  double pooled_V = 0.0;
+  for (std::size_t e = 0; e < D; ++e) pooled_V += phat[e] * (1.0 - phat[e]);
+  pooled_V *= n;
+  out.pooled_S = pooled_S;
+  out.pooled_V = pooled_V;
+  if (random) {
+    c.rows.push_back(pooled_bias_row(c, prefix(job, "unbiased-pooled"), fam, pooled_S, pooled_V,
+                                     static_cast<double>(n) * static_cast<double>(D),
+                                     "Bernstein on the sum over draws and coordinates of sign(x_k) t_k - p_k (terms in "
+                                     "[-1,1], variance known under H0)"));
+  } else {
+    Row r = exact_row(prefix(job, "unbiased-pooled"), fam);
+    deterministic_row(r, pooled_S, 1e-9 * n * static_cast<double>(D), "sum of sign(x_k) t_k - p_k");
+    c.rows.push_back(r);
+  }
+  // unbiased by bins of p: a keep-probability error that depends on p and averages out overall.
+  if (job.p_bins)
+    for (std::size_t b = 0; b < sp.bin_weight.size(); ++b) {
+      if (!(job.steps * sp.bin_weight[b] >= kMinBinExpected)) continue;
+      Row r = stat_row(c, prefix(job, "unbiased-by-p"), fam, p_bin_label(b));
+      auto o = bernstein_decide(bin_S[b], bin_V[b], 1.0, c.alpha, beta);
+      double R = 0.0;  // expected count of the rarer outcome in the bin
+      for (std::size_t e = 0; e < D; ++e)
+        if (sp.bin[e] == static_cast<int>(b)) R += std::min(phat[e], 1.0 - phat[e]);
+      R *= n;
+      r.statistic = strf("%s: rel. bias %+.3g", p_bin_label(b).c_str(), R > 0 ? bin_S[b] / R : 0.0);
+      r.threshold = strf("|.| <= %.3g", R > 0 ? o.threshold / R : 0.0);
+      r.power = strf("rel. bias >= %.3g", R > 0 ? o.detectable / R : 0.0);
+      apply(r, o);
+      r.detail = strf("sum of sign(x_k) t_k - p_k over the coordinates whose keep probability is in the bin, relative to "
+                      "the expected count of the rarer outcome (%.0f); Bernstein", R);
+      mark_rejected(r);
+      c.rows.push_back(r);
+    }
+  // variance identity: sum over draws of (s t_k - x_k)^2 - E_k; |term| <= s^2; Var known exactly.
+  {
+    const double V = n * var_V, E = n * var_E;
+    Row r = random_under_h0(sp.var_V) ? stat_row(c, prefix(job, "variance"), fam) : exact_row(prefix(job, "variance"), fam);
+    if (random_under_h0(sp.var_V)) {
+      auto o = bernstein_decide(var_S, V, bvar, c.alpha, beta);
+      r.statistic = strf("ratio %.5f", E > 0 ? 1.0 + var_S / E : 1.0);
+      r.threshold = strf("1 +- %.3g", E > 0 ? o.threshold / E : 0.0);
+      r.power = strf("rel. error >= %.3g", E > 0 ? o.detectable / E : 0.0);
+      apply(r, o);
+      r.detail = strf("E||g~ - x||^2 = sum_l (s_l ||x_l||_1 - ||x_l||_2^2) = %.6g; observed mean %.6g", identity,
+                      (var_S / n + var_E) * N0 * N0);
+      mark_rejected(r);
+    } else {
+      deterministic_row(r, var_S, 1e-9 * n * std::max(1.0, E), "sum of (s t_k - x_k)^2 - E_k");
+    }
+    c.rows.push_back(r);
+    out.var_observed = (var_S / n + var_E) * N0 * N0;
+    out.var_identity = identity;
+  }
+  for (std::size_t i = 0; i < ip.blocks.size(); ++i) {
+    auto [m, off] = ip.blocks[i];
+    Row r = stat_row(c, prefix(job, "independence"), fam, block_label(m, off));
+    Acc& a = blockacc[i];
+    a.S -= a.E;
+    auto o = bernstein_decide(a.S, a.V, static_cast<double>(m * m), c.alpha, beta);
+    r.statistic = strf("%s: var ratio %.4f", block_label(m, off).c_str(), a.E > 0 ? 1.0 + a.S / a.E : 1.0);
+    r.threshold = strf("1 +- %.3g", a.E > 0 ? o.threshold / a.E : 0.0);
+    r.power = strf("block var +- %.3g", a.E > 0 ? o.detectable / a.E : 0.0);
+    apply(r, o);
+    r.detail = strf("keep masks in aligned blocks of %zu neighbours (from offset %zu): B = sum (b_k - p_k), E[B^2] = sum "
+                    "p(1-p) when the masks are independent (any correlation within a block moves it); Bernstein with "
+                    "exact fourth moments, |B^2 - E| <= %zu^2", m, off, m);
+    mark_rejected(r);
+    c.rows.push_back(r);
+  }
+  for (std::size_t i = 0; i < ip.lags.size(); ++i) {
+    const std::size_t lag = ip.lags[i];
+    Row r = stat_row(c, prefix(job, "independence"), fam, lag_label(lag));
+    const Acc& a = lagacc[i];
+    auto o = bernstein_decide(a.S, a.V, 1.0, c.alpha, beta);
+    r.statistic = strf("lag %zu: corr %+.4f", lag, a.E > 0 ? a.S / a.E : 0.0);
+    r.threshold = strf("|.| <= %.3g", a.E > 0 ? o.threshold / a.E : 0.0);
+    r.power = strf("corr >= %.3g", a.E > 0 ? o.detectable / a.E : 0.0);
+    apply(r, o);
+    r.detail = strf("sum of (b_k - p_k)(b_{k+%zu} - p_{k+%zu}) over disjoint pairs (k in the first half of each window of "
+                    "%zu), independent terms in [-1,1]; Bernstein", lag, lag, 2 * lag);
+    mark_rejected(r);
+    c.rows.push_back(r);
+  }
+  return out;
+}
+
+void clipping_info(Ctx& c, const Gradient& G, const Params& params) {
+  double dot = 0, nx = 0, ng = 0, nb = 0;
+  std::size_t clipped = 0, n = 0;
+  for (const auto& l : G.layers) {
+    float bound = clip_bound(reference_codec(), l.g, params);
+    for (float g : l.g) {
+      double x = std::clamp(static_cast<double>(g), -static_cast<double>(bound), static_cast<double>(bound));
+      dot += x * g, nx += x * x, ng += static_cast<double>(g) * g, nb += (x - g) * (x - g);
+      clipped += std::fabs(g) > bound;
+      ++n;
+    }
+  }
+  const double pred = 2.0 * normal_upper_tail(params.c);
+  Row r = info_row("clipping.bias", G.family);
+  r.statistic = strf("|bias|/|g| %.4f, angle %.3f deg", ng > 0 ? std::sqrt(nb / ng) : 0.0,
+                     nx > 0 && ng > 0 ? std::acos(std::min(1.0, dot / std::sqrt(nx * ng))) * 180.0 / M_PI : 0.0);
+  r.statistic += strf(", clipped %.4f%% (Gaussian %.4f%%)", n ? 100.0 * clipped / n : 0.0, 100.0 * pred);
+  r.detail = strf("fraction clipped %.5f; Gaussian prediction 2(1 - Phi(%g)) = %.5f%s", n ? double(clipped) / n : 0.0,
+                  params.c, pred, G.family == "gaussian" ? "" : " (this family is not Gaussian)");
+  c.rows.push_back(r);
+}
+
+}  // namespace tg::verify::checks

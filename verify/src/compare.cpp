@@ -1,0 +1,132 @@
+// terngrad-bench: `terngrad compare` and the battery's cross check: two implementations bit for bit
+// (scalars, trits, and both payload packings where both are codecs of this project).
+#include <algorithm>
+#include <chrono>
+
+#include "checks/common.hpp"
+
+namespace tg::verify {
+
+using checks::Progress;
+
+// ---- compare_samplers ------------------------------------------------------------------------------
+
+bool CompareResult::identical() const { return first_difference() == nullptr; }
+std::uint64_t CompareResult::trits() const {
+  std::uint64_t t = 0;
+  for (const auto& k : cases) t += k.trits;
+  return t;
+}
+std::uint64_t CompareResult::payloads() const {
+  std::uint64_t t = 0;
+  for (const auto& k : cases) t += k.payloads;
+  return t;
+}
+const CompareCase* CompareResult::first_difference() const {
+  for (const auto& k : cases)
+    if (!k.difference.empty()) return &k;
+  return nullptr;
+}
+
+CompareResult compare_samplers(Sampler& a, Sampler& b, const CompareOptions& o) {
+  if (o.d == 0 || o.steps == 0) throw Error(ErrorCode::invalid_argument, "compare: d and steps must be positive");
+  if (o.modes.empty()) throw Error(ErrorCode::invalid_argument, "compare: no clipping mode to compare");
+  auto t0 = std::chrono::steady_clock::now();
+  CompareResult res;
+  res.a = a.name();
+  res.b = b.name();
+  res.options = o;
+  Progress progress(o.progress, static_cast<double>(family_names().size()));
+  const Codec* ca = a.codec();
+  const Codec* cb = b.codec();
+  for (const auto& fam : family_names()) {
+    Gradient G = make_gradient(fam, o.d, o.seed + 7);
+    for (std::size_t li = 0; li < G.layers.size(); ++li) {
+      if (!o.all_layers && li > 1 && li + 1 < G.layers.size()) continue;
+      const auto& g = G.layers[li].g;
+      const StreamKey key{o.seed ^ 0x9e3779b97f4a7c15ull, 3, static_cast<std::uint32_t>(li + 5), 11};
+      std::vector<std::pair<ClipMode, bool>> runs;
+      for (ClipMode m : o.modes) runs.emplace_back(m, false);
+      if (o.shared_scalar) runs.emplace_back(o.modes.front(), true);
+      for (auto [mode, shared] : runs) {
+        Params params;
+        params.clip = mode;
+        std::optional<float> scalar;
+        if (shared) scalar = 2.0f * tensor_scalar(reference_codec(), g, params, key.tensor);
+        CompareCase k;
+        k.family = fam;
+        k.layer = G.layers[li].name;
+        k.mode = std::string(to_string(mode)) + (shared ? "+shared" : "");
+        Draws da = a.draw({g, params, key, o.steps, scalar});
+        Draws db = b.draw({g, params, key, o.steps, scalar});
+        k.trits = da.trits.size();
+        if (da.scalars != db.scalars) {
+          std::size_t j = 0;
+          while (j + 1 < da.scalars.size() && j + 1 < db.scalars.size() && da.scalars[j] == db.scalars[j]) ++j;
+          k.difference = strf("step %zu: scalar %.9g vs %.9g", key.step + j,
+                              da.scalars.empty() ? 0.0 : static_cast<double>(da.scalars[j]),
+                              db.scalars.empty() ? 0.0 : static_cast<double>(db.scalars[j]));
+        } else if (da.trits != db.trits) {
+          std::size_t e = 0;
+          while (da.trits[e] == db.trits[e]) ++e;
+          k.difference = strf("step %zu element %zu (g = %.9g): trit %d vs %d", key.step + e / g.size(), e % g.size(),
+                              static_cast<double>(g[e % g.size()]), da.trits[e], db.trits[e]);
+        } else if (!da.defect.empty() || !db.defect.empty()) {
+          k.difference = "output not of the form {-s, 0, +s}: " + (da.defect.empty() ? db.defect : da.defect);
+        }
+        if (k.difference.empty() && ca && cb) {
+          for (Packing pk : {Packing::two_bit, Packing::base3}) {
+            Params pp = params;
+            pp.packing = pk;
+            auto pa = scalar ? encode_with_scalar(*ca, g, pp, key, *scalar) : encode(*ca, g, pp, key);
+            auto pb = scalar ? encode_with_scalar(*cb, g, pp, key, *scalar) : encode(*cb, g, pp, key);
+            if (pa != pb) {
+              std::size_t j = 0;
+              while (j < pa.size() && j < pb.size() && pa[j] == pb[j]) ++j;
+              k.difference = strf("%s payload: byte %zu differs (%zu vs %zu bytes)", to_string(pk), j, pa.size(),
+                                  pb.size());
+              break;
+            }
+            ++k.payloads;
+          }
+        }
+        bool differs = !k.difference.empty();
+        res.cases.push_back(std::move(k));
+        if (differs && o.stop_at_first) {
+          res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          return res;
+        }
+      }
+    }
+    progress.add(1.0, "compare " + fam);
+  }
+  progress.finish();
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+std::string format_compare(const CompareResult& r) {
+  std::string out = "terngrad compare: " + r.a + " vs " + r.b + strf(" (seed %llu, %zu elements per family, %u steps per key)\n\n",
+                                                                   static_cast<unsigned long long>(r.options.seed),
+                                                                   r.options.d, r.options.steps);
+  std::size_t wf = 6, wl = 5, wm = 4;
+  for (const auto& k : r.cases) wf = std::max(wf, k.family.size()), wl = std::max(wl, k.layer.size()), wm = std::max(wm, k.mode.size());
+  out += strf("%-*s  %-*s  %-*s  %10s  %8s  %s\n", static_cast<int>(wf), "family", static_cast<int>(wl), "layer",
+              static_cast<int>(wm), "clip", "trits", "payloads", "verdict");
+  std::size_t differ = 0;
+  for (const auto& k : r.cases) {
+    differ += !k.difference.empty();
+    out += strf("%-*s  %-*s  %-*s  %10llu  %8u  %s\n", static_cast<int>(wf), k.family.c_str(), static_cast<int>(wl),
+                k.layer.c_str(), static_cast<int>(wm), k.mode.c_str(), static_cast<unsigned long long>(k.trits),
+                k.payloads, k.difference.empty() ? "identical" : ("DIFFERS: " + k.difference).c_str());
+  }
+  if (differ == 0)
+    out += strf("\nverdict: IDENTICAL (%zu cases, %llu trits and scalars, %llu payloads byte for byte) in %.1f s\n",
+                r.cases.size(), static_cast<unsigned long long>(r.trits()), static_cast<unsigned long long>(r.payloads()),
+                r.seconds);
+  else
+    out += strf("\nverdict: DIFFERENT (%zu of %zu cases differ) in %.1f s\n", differ, r.cases.size(), r.seconds);
+  return out;
+}
+
+}  // namespace tg::verify
