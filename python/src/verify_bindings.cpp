@@ -195,6 +195,9 @@ void bind_verify(nb::module_& m) {
       .def_ro("alpha", &tv::Row::alpha, "this decision's share of alpha_total (0 for exact and info rows)")
       .def_prop_ro("passed", [](const tv::Row& r) { return r.pass; }, "False when the check failed")
       .def_ro("detail", &tv::Row::detail, "why it failed, or what it compared")
+      .def_ro("id", &tv::Row::id, "unique within a run and the same on every seed: check/family[/label]")
+      .def_ro("z", &tv::Row::z, "standardized statistic S / sqrt(Var S under H0) (nan where there is none)")
+      .def_ro("p", &tv::Row::p, "the row's p-value, or its Bernstein bound (may exceed 1); nan for exact/info rows")
       .def("__repr__", &row_repr);
 
   nb::class_<tv::Result>(v, "Result",

@@ -1,10 +1,11 @@
-// terngrad-bench: battery-level tests: families, the defining defect of each mutant (so a mutant
-// cannot silently become correct), reports, and option errors. The whole battery runs in ctest as
-// verify_quick and verify_self_test_quick. Run: ctest -R tg_verify_tests
+// terngrad-bench: battery-level tests: reports, option errors, the plan of decisions, check_samples,
+// the clip-bound tolerance on both sides, calibration. The whole battery runs in ctest as
+// verify_quick, verify_self_test_quick and calibrate_quick. Run: ctest -R tg_verify_tests
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,7 @@
 #include "tg/verify/families.hpp"
 
 namespace tg::verify {
+std::string strf(const char* f, ...) __attribute__((format(printf, 1, 2)));  // verify/src/checks/common.cpp
 namespace {
 
 
@@ -119,15 +121,24 @@ bool failed(const Result& r, const std::string& check) {
 }
 
 TEST(CheckSamples, ReferenceDrawsPassEveryCheck) {
-  // Correct draws: each of the 5 decisions fails with probability <= 1e-6 / 5 (fixed seed here,
-  // so the outcome is deterministic); the exact structure row cannot fail.
+  // Correct draws: each of the 7 decisions fails with probability <= 1e-6 / 7 (fixed seed here,
+  // so the outcome is deterministic); the exact structure row cannot fail. At 4096 elements x 128
+  // draws the independence rows are blocks of 8 (offsets 0 and 4) and lags 64 and 512: blocks of 64
+  // are left out (their range term 2 * 64^2 ln(2e12) / 3 exceeds n sum p(1-p)) and lag 4096 needs
+  // 8192 elements.
   Drawn x = drawn("reference", 4096, 128);
   TensorSamples t = x.view();
   Result r = check_samples({&t, 1}, {});
   EXPECT_TRUE(r.pass()) << format_table(r);
-  EXPECT_EQ(r.decisions, 5u);
-  EXPECT_DOUBLE_EQ(r.alpha_each, 1e-6 / 5);
-  ASSERT_EQ(r.rows.size(), 6u);  // structure, unbiased, unbiased-pooled, variance, 2 x independence
+  EXPECT_EQ(r.decisions, 7u);
+  EXPECT_DOUBLE_EQ(r.alpha_each, 1e-6 / 7);
+  ASSERT_EQ(r.rows.size(), 8u) << format_table(r);
+  std::vector<std::string> ids;
+  for (const auto& row : r.rows) ids.push_back(row.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"structure/samples", "unbiased/samples", "unbiased-pooled/samples",
+                                           "variance/samples", "independence/samples/blocks of 8",
+                                           "independence/samples/blocks of 8 at +4", "independence/samples/lag 64",
+                                           "independence/samples/lag 512"}));
   EXPECT_EQ(r.rows[0].check, "structure");
   EXPECT_EQ(r.rows[0].detail.find("same key"), std::string::npos);  // no re-draw was possible
   EXPECT_NE(format_table(r).find("samples given by the caller"), std::string::npos);
@@ -221,6 +232,136 @@ TEST(DrawsFromValues, SignsScalarsAndDefects) {
   v[4] = INFINITY;
   EXPECT_THROW(draws_from_values(v, 3, 2, std::nullopt, "out"), Error);
   EXPECT_THROW(draws_from_values(v, 4, 2, std::nullopt, "out"), Error);
+}
+
+
+// ---- the clip-bound tolerance, both sides --------------------------------------------------------
+
+// The reference codec, except that sigma is nudged so that the clip bound c * sigma lands exactly
+// `ulps` float32 ulps above the spec's (what a float32 sigma does in its last bits).
+class ShiftedBoundCodec : public Codec {
+ public:
+  explicit ShiftedBoundCodec(int ulps) : ulps_(ulps) {}
+  std::string name() const override { return "shifted-bound"; }
+  float max_abs(std::span<const float> g, std::uint32_t t) const override { return ref().max_abs(g, t); }
+  Moments moments(std::span<const float> g) const override {
+    Moments m = ref().moments(g);
+    const double c = 2.5;
+    float b = static_cast<float>(c * m.sigma);
+    for (int i = 0; i < ulps_; ++i) b = std::nextafter(b, INFINITY);
+    m.sigma = static_cast<double>(b) / c;
+    return m;
+  }
+  void ternarize(std::span<const float> g, const ScalarRule& r, const StreamKey& k, std::span<std::int8_t> t) const override {
+    ref().ternarize(g, r, k, t);
+  }
+  void encode_body(std::span<const float> g, const ScalarRule& r, const StreamKey& k, Packing p,
+                   std::span<std::uint8_t> b) const override {
+    ref().encode_body(g, r, k, p, b);
+  }
+  void unpack(Packing p, std::span<const std::uint8_t> b, std::span<std::int8_t> t) const override { ref().unpack(p, b, t); }
+  void decode_body(Packing p, std::span<const std::uint8_t> b, float s, std::span<float> o) const override {
+    ref().decode_body(p, b, s, o);
+  }
+
+ private:
+  static const Codec& ref() { return reference_codec(); }
+  int ulps_;
+};
+
+TEST(ClipTolerance, WithinSixteenUlpsPassesBeyondFails) {
+  static_assert(kClipBoundUlps == 16);
+  Params params;
+  params.clip = ClipMode::clip;
+  std::vector<float> g = make_gradient("gaussian", 4096, 5).layers[0].g;
+  const float spec = clip_bound(reference_codec(), g, params);
+  for (int ulps : {1, 16, 17, 40}) {
+    auto codec = std::make_shared<ShiftedBoundCodec>(ulps);
+    const float bound = clip_bound(*codec, g, params);
+    ASSERT_EQ(ulp_distance(bound, spec), static_cast<std::uint64_t>(ulps));
+    ASSERT_LT(bound, reference_codec().max_abs(g, 0));  // so the scalar is the clip bound
+    Draws d = make_codec_sampler(codec, "shifted")->draw({g, params, {3, 0, 0, 0}, 128, std::nullopt});
+    TensorSamples t{g, d.trits, d.scalars, std::nullopt, d.defect};
+    SampleCheckOptions so;
+    so.params = params;
+    Result r = check_samples({&t, 1}, so);
+    if (ulps <= 16) {
+      EXPECT_TRUE(r.pass()) << ulps << " ulps\n" << format_table(r);
+      EXPECT_NE(r.rows[0].detail.find(strf("largest distance %d of 16", ulps)), std::string::npos) << r.rows[0].detail;
+    } else {
+      EXPECT_TRUE(failed(r, "structure")) << ulps << " ulps";
+      EXPECT_NE(r.rows[0].detail.find(strf("%d float32 ulps away", ulps)), std::string::npos) << r.rows[0].detail;
+      // the statistical rows judge the draws against the codec's own bound: they still pass
+      for (const auto& row : r.rows)
+        if (row.kind == "stat") EXPECT_TRUE(row.pass) << row.id;
+    }
+  }
+  // Without clipping the scalar must be the spec's bit for bit: one ulp off fails.
+  EXPECT_EQ(ulp_distance(1.0f, std::nextafter(1.0f, 2.0f)), 1u);
+}
+
+// ---- calibration ----------------------------------------------------------------------------------
+
+Options tiny_options() {
+  Options o;
+  o.profile = profile_named("quick");
+  o.profile.d = 512;
+  o.profile.steps = 16;
+  o.profile.stream_steps = 16;
+  o.profile.agg_steps = 8;
+  o.profile.cross_d = 70;
+  o.skip = {"cross"};
+  return o;
+}
+
+TEST(Calibrate, EveryStatRowIsCalibratedOnACorrectCodec) {
+  CalibrateOptions co;
+  co.base = tiny_options();
+  co.seeds = 12;
+  co.threads = 2;
+  Calibration cal = calibrate([] { return make_sampler("reference", {}); }, "reference", co);
+  EXPECT_TRUE(cal.ok()) << format_calibration(cal);
+  EXPECT_EQ(cal.runs, 12u);
+  ASSERT_GT(cal.rows.size(), 20u);
+  for (const auto& r : cal.rows) EXPECT_TRUE(r.problem.find("uncalibrated") == std::string::npos) << r.id;
+  std::size_t with_z = 0;
+  for (const auto& r : cal.rows) with_z += r.has_z;
+  EXPECT_GT(with_z, cal.rows.size() / 2);  // the Bernstein rows
+  EXPECT_NE(format_calibration(cal).find("verdict: CALIBRATED"), std::string::npos);
+  auto doc = nlohmann::json::parse(format_calibration_json(cal));
+  EXPECT_TRUE(doc["calibrated"].get<bool>());
+  EXPECT_EQ(doc["rows"].size(), cal.rows.size());
+}
+
+TEST(Calibrate, AWrongCodecIsNotCalibrated) {
+  // Calibration runs a codec assumed correct: on a wrong one, rows fail far more often than their alpha.
+  CalibrateOptions co;
+  co.base = tiny_options();
+  co.seeds = 12;
+  co.threads = 2;
+  Calibration cal = calibrate([] { return make_sampler("mutant:sign-error", {}); }, "mutant:sign-error", co);
+  EXPECT_FALSE(cal.ok());
+  EXPECT_EQ(cal.run_fails, 12u);
+  EXPECT_NE(format_calibration(cal).find("NOT CALIBRATED"), std::string::npos);
+  co.seeds = 1;
+  EXPECT_THROW(calibrate([] { return make_sampler("reference", {}); }, "reference", co), Error);
+}
+
+TEST(Battery, PlannedDecisionsAreTheStatRows) {
+  auto s = make_sampler("reference", {});
+  Result r = run_battery(*s, tiny_options());
+  std::size_t stat = 0;
+  double alpha = 0.0;
+  std::set<std::string> ids;
+  for (const auto& row : r.rows) {
+    EXPECT_TRUE(ids.insert(row.id).second) << "duplicate row id " << row.id;
+    if (row.kind != "stat") continue;
+    ++stat;
+    alpha += row.alpha;
+    EXPECT_TRUE(std::isfinite(row.p)) << row.id;  // every decision has a p-value or a bound
+  }
+  EXPECT_EQ(stat, r.decisions);
+  EXPECT_NEAR(alpha, r.options.profile.alpha_total, 1e-15);
 }
 
 }  // namespace
