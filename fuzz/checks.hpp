@@ -54,7 +54,7 @@ inline void reseal(std::vector<std::uint8_t>& p) {
   store_u32(p.data() + 28, crc32c({p.data(), 28}));
 }
 
-/// What the format (tg/format.hpp, ARCHITECTURE.md) says a payload is, decided here from the byte
+/// What the format (tg/format.hpp) says a payload is, decided here from the byte
 /// layout alone, without the codec's parser: nullopt if the payload is not valid, else its trits
 /// (ternary) or float bits (float32). Written independently of codec/src as the fuzzing oracle.
 struct SpecPayload {

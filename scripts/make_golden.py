@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """terngrad-bench: writes tests/data/golden_payloads.txt from an independent pure-Python
-implementation of the codec as ARCHITECTURE.md and codec/include/tg/*.hpp specify it
+implementation of the codec as codec/include/tg/*.hpp specify it
 (Philox4x32-10, keying, keep rule, clipping statistics in the canonical order, packings, header, CRC32C).
 
 Run: python3 scripts/make_golden.py > tests/data/golden_payloads.txt

@@ -12,7 +12,7 @@ namespace {
 using tg::ErrorCode;
 
 // Trits {+1, 0, -1, +1, -1}: 2bit byte0 = 01 | 00<<2 | 10<<4 | 01<<6 = 0x61, byte1 = 10 = 0x02;
-// base3 byte0 = 1 + 0*3 + 2*9 + 1*27 + 2*81 = 208. Derived by hand from ARCHITECTURE.md.
+// base3 byte0 = 1 + 0*3 + 2*9 + 1*27 + 2*81 = 208. Derived by hand from the layout in tg/format.hpp.
 TEST(Layout, TwoBitAndBase3ByHand) {
   const tg::Codec& ref = tg::reference_codec();
   std::vector<std::int8_t> trits(5, 99);

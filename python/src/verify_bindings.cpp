@@ -342,7 +342,7 @@ void bind_verify(nb::module_& m) {
       "shape (draws, g.size), row j = draw j, values -1/0/+1) and scalars (float32, one per draw). Lists of "
       "arrays check a layer-wise gradient (tensor i = layer i). Checks: structure (exact: the scalar against "
       "the spec's for g under clip/c, signs, |g| >= s kept, 0 never kept), unbiased per coordinate "
-      "(Clopper-Pearson) and pooled (Bernstein), the variance identity, and independence of neighbouring masks. "
+      "(exact binomial) and pooled (Bernstein), the variance identity, and independence of the masks (block scales and lags). "
       "scalar: the shared scalar the draws were asked for (one value, or one per tensor). The draws must be "
       "independent (distinct steps or seeds). A correct codec fails with probability <= alpha; each row "
       "states its power at 1 - beta. Returns a Result.");

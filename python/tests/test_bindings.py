@@ -267,7 +267,7 @@ def test_malformed_payloads_raise_the_matching_code():
 def test_monte_carlo_squared_error_matches_the_variance_identity():
     """S = sum over D draws j and d elements k of (s t_jk - g_k)^2 - E_k, with E_k = |g_k| (s - |g_k|), is a
     sum of D*d independent zero-mean terms (under the identity) bounded by b = s^2 in absolute value, with
-    known total variance W = D sum_k p_k (1 - p_k) ((s - |g_k|)^2 - g_k^2)^2, p_k = |g_k| / s (STATISTICS.md).
+    known total variance W = D sum_k p_k (1 - p_k) ((s - |g_k|)^2 - g_k^2)^2, p_k = |g_k| / s (docs/statistics.md).
     Bernstein: P(|S| >= t) <= 2 exp(-t^2 / (2 (W + b t / 3))). With L = ln(2 / alpha) the threshold
     t_a = b L / 3 + sqrt((b L / 3)^2 + 2 W L) gives a false-fail probability <= alpha = 1e-6 (no normal
     approximation). Power: a true mean shift of D * delta >= t_a + t_b (t_b the one-sided threshold at

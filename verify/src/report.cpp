@@ -30,7 +30,7 @@ std::string format_table(const Result& res) {
     o << strf("sizes: %zu elements per family, %u draws; streams %u draws; aggregate %u workers x %u draws\n", P.d,
               P.steps, P.stream_steps, P.agg_workers, P.agg_steps);
   o << "exact rows are deterministic facts (no error budget); info rows are reported, not tested.\n\n";
-  const char* head[7] = {"check", "family", "statistic", "threshold", "p-value", "detectable (power 1-beta)", "verdict"};
+  const char* head[7] = {"check", "family", "measured", "threshold", "p-value", "detectable (power 1-beta)", "verdict"};
   std::vector<std::array<std::string, 7>> cells;
   for (const auto& r : res.rows) {
     std::string verdict = r.kind == "info" ? "info" : (r.pass ? "pass" : "FAIL");

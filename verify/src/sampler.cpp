@@ -49,8 +49,8 @@ class CodecSampler : public Sampler {
 
 // ---- mutants ---------------------------------------------------------------------------------
 // Each is the reference codec with one deliberate defect. They never leave this file except
-// through make_mutant_codec; the battery must reject every one (verify --self-test). 1-8 are those
-// of STATISTICS.md; 9-14 break the streams' independence in ways a real kernel could, 15-16 the
+// through make_mutant_codec; the battery must reject every one (verify --self-test). 1-8 are the classic
+// ones (docs/statistics.md, "Mutants"); 9-14 break the streams' independence in ways a real kernel could, 15-16 the
 // keep probability and the clip statistics.
 
 class MutantCodec : public Codec {

@@ -28,7 +28,12 @@ std::string p_bin_label(std::size_t bin) {
 
 namespace {
 
-constexpr double kMinBinExpected = 20.0;  // a bin row is planned only if n * sum min(p, 1-p) >= this
+// A bin row is planned only where it can see a total loss of the bin's rarer outcome: the Bernstein
+// threshold plus the power margin, at a fixed alpha = 1e-12 and beta = 1e-3 (so the plan does not
+// depend on the number of decisions), must not exceed R = n sum_bin min(p, 1-p).
+bool bin_planned(double R, double V) {
+  return R > 0.0 && bernstein_threshold(V, 1.0, 1e-12) + bernstein_one_sided(V, 1.0, 1e-3) <= R;
+}
 
 // Bin of a keep probability; -1 for p = 0 or p = 1 (no randomness).
 int p_bin(double p) {
@@ -55,6 +60,7 @@ struct Spec {
   std::vector<int> bin;         // p bin per element, -1 none
   double pool_V = 0.0, var_V = 0.0;
   std::array<double, 9> bin_weight{};  // sum min(p, 1-p) per bin
+  std::array<double, 9> bin_var{};     // sum p(1-p) per bin
   bool own_scalar = true;
 };
 
@@ -103,6 +109,7 @@ Spec make_spec(const JobSpec& job) {
       int b = p_bin(p);
       sp.bin[l.off + k] = b;
       if (b >= 0) sp.bin_weight[static_cast<std::size_t>(b)] += std::min(p, 1 - p);
+      if (b >= 0) sp.bin_var[static_cast<std::size_t>(b)] += p * (1 - p);
     }
   }
   return sp;
@@ -180,7 +187,8 @@ std::vector<std::string> plan_job(const JobSpec& job) {
   if (random) ids.push_back(row_id(prefix(job, "unbiased-pooled"), fam));
   if (job.p_bins)
     for (std::size_t b = 0; b < sp.bin_weight.size(); ++b)
-      if (job.steps * sp.bin_weight[b] >= kMinBinExpected) ids.push_back(row_id(prefix(job, "unbiased-by-p"), fam, p_bin_label(b)));
+      if (bin_planned(job.steps * sp.bin_weight[b], job.steps * sp.bin_var[b]))
+        ids.push_back(row_id(prefix(job, "unbiased-by-p"), fam, p_bin_label(b)));
   if (random_under_h0(sp.var_V)) ids.push_back(row_id(prefix(job, "variance"), fam));
   if (job.independence && random) {
     IndepPlan ip = indep_plan(job.grad, sp.p, job.steps);
@@ -510,7 +518,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
   // unbiased by bins of p: a keep-probability error that depends on p and averages out overall.
   if (job.p_bins)
     for (std::size_t b = 0; b < sp.bin_weight.size(); ++b) {
-      if (!(job.steps * sp.bin_weight[b] >= kMinBinExpected)) continue;
+      if (!bin_planned(n * sp.bin_weight[b], n * sp.bin_var[b])) continue;
       Row r = stat_row(c, prefix(job, "unbiased-by-p"), fam, p_bin_label(b));
       auto o = bernstein_decide(bin_S[b], bin_V[b], 1.0, c.alpha, beta);
       double R = 0.0;  // expected count of the rarer outcome in the bin

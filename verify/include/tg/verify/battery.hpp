@@ -143,15 +143,16 @@ struct SampleCheckOptions {
   Params params;             // clip mode and c that the draws used (packing is irrelevant)
   double alpha_total = 1e-6;  // false-fail rate of the whole call, split over its decisions
   double beta = 1e-3;         // power is reported as the smallest effect found with prob. 1 - beta
-  bool independence = true;   // the block test of neighbouring masks (2 decisions)
+  bool independence = true;   // the block and lag tests of the masks (as many as the size supports)
   std::string family = "samples";  // label of the rows
 };
 
 /// The battery's per-gradient checks on given samples: structure (exact: values, signs, the scalar
-/// against the spec's, |g| >= s kept, 0 never kept), unbiased per coordinate (Clopper-Pearson) and
+/// against the spec's, |g| >= s kept, 0 never kept), unbiased per coordinate (exact binomial) and
 /// pooled (Bernstein), the variance identity (Bernstein, exact variance) and, if asked, independence
-/// of neighbouring masks. Several tensors = one layer-wise gradient (tensor i = layer i). Result's
-/// impl is "samples"; alpha_total is split equally over the 3 (or 5) decisions. Needs >= 2 steps,
+/// (block scales and lags, as the size supports). Several tensors = one layer-wise gradient (tensor
+/// i = layer i). Result's impl is "samples"; alpha_total is split equally over the planned decisions
+/// (3 plus the independence rows). Needs >= 2 steps,
 /// non-empty tensors, finite g; tg::Error(invalid_argument) naming the problem otherwise.
 Result check_samples(std::span<const TensorSamples> tensors, const SampleCheckOptions& options);
 

@@ -1,4 +1,4 @@
-// terngrad-bench: the gradient families of the battery (STATISTICS.md): gaussian, laplace,
+// terngrad-bench: the gradient families of the battery (docs/statistics.md): gaussian, laplace,
 // student-t (3 dof), sparse, spike, constant, zeros, tiny (1e-30), huge (1e30), pladder (a ladder
 // of keep probabilities), multilayer (scales 100x apart) and lenet (LeNet-5 layer shapes, in code).
 //

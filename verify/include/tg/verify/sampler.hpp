@@ -59,7 +59,7 @@ Draws draws_from_values(std::span<const float> values, std::size_t d, std::uint3
 std::unique_ptr<Sampler> make_codec_sampler(std::shared_ptr<const Codec> codec, std::string name);
 
 /// The mutants, by name: the reference codec with one deliberate defect each, which the battery
-/// must reject (STATISTICS.md describes the first eight).
+/// must reject (docs/statistics.md, "Mutants").
 struct MutantInfo {
   const char* name;
   const char* description;

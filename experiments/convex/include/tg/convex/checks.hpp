@@ -1,5 +1,5 @@
 // terngrad-bench: the statistical checks of the convex experiments, each with its false-fail
-// probability and power stated from its own sample size (STATISTICS.md). Used by the ctest checks
+// probability and power stated from its own sample size (docs/statistics.md). Used by the ctest checks
 // (experiments/convex/tests) and by `terngrad converge --checks`.
 #pragma once
 
