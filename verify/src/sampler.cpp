@@ -53,14 +53,38 @@ class CodecSampler : public Sampler {
 // ones (docs/statistics.md, "Mutants"); 9-14 break the streams' independence in ways a real kernel could, 15-16 the
 // keep probability and the clip statistics.
 
-class MutantCodec : public Codec {
+// The reference codec under another name: mutants and variants override what they change.
+class ForwardingCodec : public Codec {
  public:
-  explicit MutantCodec(std::string name) : name_(std::move(name)) {}
-  std::string name() const override { return "mutant:" + name_; }
+  explicit ForwardingCodec(std::string name) : name_(std::move(name)) {}
+  std::string name() const override { return name_; }
   float max_abs(std::span<const float> g, std::uint32_t tensor) const override {
     return reference_codec().max_abs(g, tensor);
   }
   Moments moments(std::span<const float> g) const override { return reference_codec().moments(g); }
+  void ternarize(std::span<const float> g, const ScalarRule& rule, const StreamKey& key,
+                 std::span<std::int8_t> trits) const override {
+    reference_codec().ternarize(g, rule, key, trits);
+  }
+  void encode_body(std::span<const float> g, const ScalarRule& rule, const StreamKey& key, Packing packing,
+                   std::span<std::uint8_t> body) const override {
+    reference_codec().encode_body(g, rule, key, packing, body);
+  }
+  void unpack(Packing packing, std::span<const std::uint8_t> body, std::span<std::int8_t> trits) const override {
+    reference_codec().unpack(packing, body, trits);
+  }
+  void decode_body(Packing packing, std::span<const std::uint8_t> body, float scalar,
+                   std::span<float> out) const override {
+    reference_codec().decode_body(packing, body, scalar, out);
+  }
+
+ private:
+  std::string name_;
+};
+
+class MutantCodec : public ForwardingCodec {
+ public:
+  explicit MutantCodec(const std::string& name) : ForwardingCodec("mutant:" + name) {}
   void ternarize(std::span<const float> g, const ScalarRule& rule, const StreamKey& key,
                  std::span<std::int8_t> trits) const override {
     std::vector<std::uint32_t> u(g.size());
@@ -79,13 +103,6 @@ class MutantCodec : public Codec {
       for (std::size_t i = 0; i < t.size(); ++i) body[i / 5] = static_cast<std::uint8_t>(body[i / 5] + digit_base3(t[i]) * pow3[i % 5]);
     }
   }
-  void unpack(Packing packing, std::span<const std::uint8_t> body, std::span<std::int8_t> trits) const override {
-    reference_codec().unpack(packing, body, trits);
-  }
-  void decode_body(Packing packing, std::span<const std::uint8_t> body, float scalar,
-                   std::span<float> out) const override {
-    reference_codec().decode_body(packing, body, scalar, out);
-  }
 
  protected:
   // The defect hooks: which stream, which word of a block, the uniform of every element (defaults:
@@ -101,9 +118,6 @@ class MutantCodec : public Codec {
   virtual int element(float g, const ScalarRule& rule, std::uint32_t u) const {
     return ternarize_element(g, rule, u);
   }
-
- private:
-  std::string name_;
 };
 
 // 1. deterministic rounding: keep iff p > 1/2.
@@ -278,32 +292,9 @@ class F32SigmaNaiveMutant : public MutantCodec {
 // Implementations that differ from the reference where the specification allows it and must pass
 // the battery. Everything but the difference is forwarded to the reference codec.
 
-class VariantCodec : public Codec {
+class VariantCodec : public ForwardingCodec {
  public:
-  explicit VariantCodec(std::string name) : name_(std::move(name)) {}
-  std::string name() const override { return "variant:" + name_; }
-  float max_abs(std::span<const float> g, std::uint32_t tensor) const override {
-    return reference_codec().max_abs(g, tensor);
-  }
-  Moments moments(std::span<const float> g) const override { return reference_codec().moments(g); }
-  void ternarize(std::span<const float> g, const ScalarRule& rule, const StreamKey& key,
-                 std::span<std::int8_t> trits) const override {
-    reference_codec().ternarize(g, rule, key, trits);
-  }
-  void encode_body(std::span<const float> g, const ScalarRule& rule, const StreamKey& key, Packing packing,
-                   std::span<std::uint8_t> body) const override {
-    reference_codec().encode_body(g, rule, key, packing, body);
-  }
-  void unpack(Packing packing, std::span<const std::uint8_t> body, std::span<std::int8_t> trits) const override {
-    reference_codec().unpack(packing, body, trits);
-  }
-  void decode_body(Packing packing, std::span<const std::uint8_t> body, float scalar,
-                   std::span<float> out) const override {
-    reference_codec().decode_body(packing, body, scalar, out);
-  }
-
- private:
-  std::string name_;
+  explicit VariantCodec(const std::string& name) : ForwardingCodec("variant:" + name) {}
 };
 
 // Pairwise float32 sum of term(begin .. begin + n - 1), NumPy's order: leaves of at most 128

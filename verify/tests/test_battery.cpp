@@ -17,15 +17,22 @@ std::string strf(const char* f, ...) __attribute__((format(printf, 1, 2)));  // 
 namespace {
 
 
-TEST(Battery, ReportsAndOptionErrors) {
+// A small run of the battery: d elements per family, `steps` draws (also for streams), the
+// aggregate check with agg_steps draws, the named checks left out.
+Options small_options(std::size_t d, std::uint32_t steps, std::uint32_t agg_steps, std::set<std::string> skip) {
   Options o;
   o.profile = profile_named("quick");
-  o.profile.d = 64;
-  o.profile.steps = 8;
-  o.profile.stream_steps = 8;
-  o.profile.agg_steps = 4;
+  o.profile.d = d;
+  o.profile.steps = steps;
+  o.profile.stream_steps = steps;
+  o.profile.agg_steps = agg_steps;
   o.profile.cross_d = 70;
-  o.skip = {"layerwise", "clipping"};
+  o.skip = std::move(skip);
+  return o;
+}
+
+TEST(Battery, ReportsAndOptionErrors) {
+  Options o = small_options(64, 8, 4, {"layerwise", "clipping"});
   auto s = make_sampler("reference", {});
   Result r = run_battery(*s, o);
   EXPECT_GT(r.decisions, 0u);
@@ -43,13 +50,7 @@ TEST(Battery, ReportsAndOptionErrors) {
 TEST(Battery, MutantFailsTheChecksThatTargetIt) {
   // At a tiny size the sign error is still an exact structure failure, and a reused stream fails
   // the streams check.
-  Options o;
-  o.profile = profile_named("quick");
-  o.profile.d = 256;
-  o.profile.steps = 32;
-  o.profile.stream_steps = 32;
-  o.profile.agg_steps = 8;
-  o.skip = {"cross", "clipping", "layerwise"};
+  Options o = small_options(256, 32, 8, {"cross", "clipping", "layerwise"});
   auto s = make_sampler("mutant:sign-error", {});
   auto fails = run_battery(*s, o).failed_checks();
   EXPECT_NE(std::find(fails.begin(), fails.end(), "structure"), fails.end());
@@ -302,17 +303,7 @@ TEST(ClipTolerance, WithinSixteenUlpsPassesBeyondFails) {
 
 // ---- calibration ----------------------------------------------------------------------------------
 
-Options tiny_options() {
-  Options o;
-  o.profile = profile_named("quick");
-  o.profile.d = 512;
-  o.profile.steps = 16;
-  o.profile.stream_steps = 16;
-  o.profile.agg_steps = 8;
-  o.profile.cross_d = 70;
-  o.skip = {"cross"};
-  return o;
-}
+Options tiny_options() { return small_options(512, 16, 8, {"cross"}); }
 
 TEST(Calibrate, EveryStatRowIsCalibratedOnACorrectCodec) {
   CalibrateOptions co;
