@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "checks/common.hpp"
+#include "tg/verify/keys.hpp"
 
 namespace tg::verify {
 
@@ -40,11 +41,12 @@ CompareResult compare_samplers(Sampler& a, Sampler& b, const CompareOptions& o) 
   const Codec* ca = a.codec();
   const Codec* cb = b.codec();
   for (const auto& fam : family_names()) {
-    Gradient G = make_gradient(fam, o.d, o.seed + 7);
+    Gradient G = make_gradient(fam, o.d, derive_seed(o.seed, KeyPurpose::gradient, static_cast<std::uint32_t>(GradientVariant::compare)));
     for (std::size_t li = 0; li < G.layers.size(); ++li) {
       if (!o.all_layers && li > 1 && li + 1 < G.layers.size()) continue;
       const auto& g = G.layers[li].g;
-      const StreamKey key{o.seed ^ 0x9e3779b97f4a7c15ull, 3, static_cast<std::uint32_t>(li + 5), 11};
+      // worker, tensor and step away from 0, so that a codec ignoring one of them still differs
+      const StreamKey key{derive_seed(o.seed, KeyPurpose::compare, 0), 3, static_cast<std::uint32_t>(li + 5), 11};
       std::vector<std::pair<ClipMode, bool>> runs;
       for (ClipMode m : o.modes) runs.emplace_back(m, false);
       if (o.shared_scalar) runs.emplace_back(o.modes.front(), true);

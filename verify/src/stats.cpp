@@ -58,30 +58,6 @@ ClopperPearsonTable clopper_pearson_table(std::uint64_t n, double alpha) {
   return t;
 }
 
-double clopper_pearson_detectable(const ClopperPearsonTable& table, double beta) {
-  check_alpha(beta, "beta");
-  std::uint64_t n = table.n;
-  if (n == 0) return 1.0;
-  // Rejection at claimed p = 1/2 happens for counts k with hi[k] < 1/2 or lo[k] > 1/2. By symmetry
-  // use the upper side: k_crit = smallest k with lo[k] > 1/2; power(q) = P_q(X >= k_crit).
-  std::uint64_t kc = n + 1;
-  for (std::uint64_t k = 0; k <= n; ++k)
-    if (table.lo[k] > 0.5) { kc = k; break; }
-  if (kc > n) return 0.5;  // cannot reject p = 1/2 from above at all
-  auto power = [&](double q) {
-    if (q >= 1.0) return 1.0;
-    bm::binomial_distribution<double> b(static_cast<double>(n), q);
-    return kc == 0 ? 1.0 : bm::cdf(bm::complement(b, static_cast<double>(kc) - 1));
-  };
-  double lo = 0.5, hi = 1.0;
-  if (power(hi) < 1.0 - beta) return 0.5;
-  for (int it = 0; it < 60; ++it) {
-    double mid = 0.5 * (lo + hi);
-    (power(mid) >= 1.0 - beta ? hi : lo) = mid;
-  }
-  return hi - 0.5;
-}
-
 double binomial_detectable(std::uint64_t n, double alpha, double beta) {
   check_alpha(alpha, "alpha");
   check_alpha(beta, "beta");

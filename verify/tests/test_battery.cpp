@@ -35,8 +35,7 @@ TEST(Battery, ReportsAndOptionErrors) {
   Options o = small_options(64, 8, 4, {"layerwise", "clipping"});
   auto s = make_sampler("reference", {});
   Result r = run_battery(*s, o);
-  EXPECT_GT(r.decisions, 0u);
-  EXPECT_DOUBLE_EQ(r.alpha_each * r.decisions, o.profile.alpha_total);
+  EXPECT_GT(r.decisions, 0u);  // Battery.PlannedDecisionsAreTheStatRows checks them against the rows
   auto j = nlohmann::json::parse(format_json({r}));
   EXPECT_EQ(j["runs"][0]["rows"].size(), r.rows.size());
   std::string x = format_junit({r});

@@ -14,6 +14,7 @@ enum class KeyPurpose : std::uint32_t {
   streams = 3,    // the streams correlation check (workers 0/1, tensors 0/1, steps 2i/2i+1)
   collision = 4,  // the stream-collision probe (plus its far keys, below)
   aggregate = 5,  // N workers sharing one scalar: worker w = stream worker w
+  compare = 6,    // compare_samplers (terngrad compare, the cross check): key (seed, 3, 5 + layer, 11)
 };
 
 /// Gradient variants: which draw of a family a check uses (index of KeyPurpose::gradient).
@@ -22,7 +23,8 @@ enum class GradientVariant : std::uint32_t {
   clip = 1,      // clipping (mode clip)
   saturate = 2,  // clipping (mode saturate)
   streams = 3,   // the streams check's gaussian
-  aggregate = 4  // + worker: the aggregate check's workers
+  compare = 4,   // compare_samplers' families
+  aggregate = 16  // + worker: the aggregate check's workers
 };
 
 /// splitmix64's output function: a bijection of 64-bit words with full avalanche.

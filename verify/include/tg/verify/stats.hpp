@@ -28,11 +28,7 @@ struct ClopperPearsonTable {
 };
 ClopperPearsonTable clopper_pearson_table(std::uint64_t n, double alpha);
 
-/// Power of that per-coordinate test: the smallest delta such that a coordinate whose true keep
-/// probability is 1/2 + delta while 1/2 is claimed is rejected with probability >= 1 - beta.
-double clopper_pearson_detectable(const ClopperPearsonTable& table, double beta);
-
-/// The same power without a table: the per-coordinate test rejects iff the exact two-sided p-value
+/// Power of the per-coordinate test, which rejects iff the exact two-sided p-value
 /// (binomial_two_sided_pvalue) is <= alpha; the smallest delta such that a coordinate with true keep
 /// probability 1/2 + delta, claimed 1/2, is rejected with probability >= 1 - beta.
 double binomial_detectable(std::uint64_t n, double alpha, double beta);
