@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "tg_version.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"terngrad: test bench for the TernGrad stochastic ternary gradient codec"};
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
     return std::string("terngrad: ") + e.what() + " (see --help)\n";
   });
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.set_version_flag("--version", std::string("terngrad ") + tg::kToolVersion + " (source " + tg::kSourceCommit + ")");
   std::vector<tg::app::Command> commands = tg::app::all_commands();
   for (auto& c : commands) c.add(app);
   try {

@@ -15,7 +15,7 @@ PACKAGES=(
   python3 python3-dev python3-venv python3-pip
 )
 # wheel and setuptools: `pip install --no-build-isolation ./python` (offline) builds with this venv
-PY_PACKAGES=(numpy matplotlib nbclient nbformat ipykernel nanobind pytest wheel setuptools)
+PY_PACKAGES=(numpy matplotlib nbclient nbformat ipykernel nanobind pytest wheel setuptools jsonschema)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

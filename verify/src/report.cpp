@@ -3,11 +3,17 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
+#include <fstream>
 #include <sstream>
+#include <thread>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "tg/verify/battery.hpp"
+#include "tg_version.hpp"
 
 namespace tg::verify {
 
@@ -33,7 +39,7 @@ std::string format_table(const Result& res) {
   const char* head[7] = {"check", "family", "measured", "threshold", "p-value", "detectable (power 1-beta)", "verdict"};
   std::vector<std::array<std::string, 7>> cells;
   for (const auto& r : res.rows) {
-    std::string verdict = r.kind == "info" ? "info" : (r.pass ? "pass" : "FAIL");
+    std::string verdict = r.kind == "info" || r.kind == "skipped" ? r.kind : (r.pass ? "pass" : "FAIL");
     cells.push_back({r.check, r.family, r.statistic, r.threshold, r.pvalue, r.power, verdict});
   }
   std::size_t w[7];
@@ -64,6 +70,62 @@ std::string format_table(const Result& res) {
   return o.str();
 }
 
+namespace {
+
+nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string host_name() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto c = line.find(':');
+      if (c != std::string::npos) return line.substr(line.find_first_not_of(" \t", c + 1));
+    }
+  return "unknown";
+}
+
+// What a reader of the file needs to reproduce or compare it (cf. Google Benchmark's "context").
+nlohmann::json context_of(const std::vector<Result>& results) {
+  nlohmann::json c = {{"tool_version", tg::kToolVersion},
+                      {"source_commit", tg::kSourceCommit},
+                      {"date", utc_now()},
+                      {"host", host_name()},
+                      {"cpu", cpu_model()},
+                      {"cpus", std::thread::hardware_concurrency()}};
+  if (!results.empty()) {
+    const Options& o = results.front().options;
+    c["seed"] = o.seed;
+    c["profile"] = o.profile.name;
+    c["alpha_total"] = o.profile.alpha_total;
+    c["beta"] = o.profile.beta;
+    c["skip"] = std::vector<std::string>(o.skip.begin(), o.skip.end());
+  }
+  return c;
+}
+
+}  // namespace
+
+bool Result::as_expected() const {
+  if (expected == "reject") return !pass();
+  return pass();
+}
+
 std::string format_json(const std::vector<Result>& results) {
   nlohmann::json runs = nlohmann::json::array();
   bool all = true;
@@ -71,27 +133,44 @@ std::string format_json(const std::vector<Result>& results) {
     const Profile& P = res.options.profile;
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& r : res.rows)
-      rows.push_back({{"check", r.check},         {"family", r.family}, {"kind", r.kind},
-                      {"statistic", r.statistic}, {"threshold", r.threshold}, {"p_value", r.pvalue},
-                      {"detectable", r.power},    {"alpha", r.alpha},   {"pass", r.pass},
-                      {"detail", r.detail},       {"id", r.id},
-                      {"z", std::isfinite(r.z) ? nlohmann::json(r.z) : nlohmann::json()},
-                      {"p", std::isfinite(r.p) ? nlohmann::json(r.p) : nlohmann::json()}});
-    all = all && res.pass();
-    runs.push_back({{"implementation", res.impl},
-                    {"profile", P.name},
-                    {"seed", res.options.seed},
-                    {"alpha_total", P.alpha_total},
-                    {"beta", P.beta},
-                    {"decisions", res.decisions},
-                    {"alpha_each", res.alpha_each},
-                    {"sizes", {{"d", P.d}, {"steps", P.steps}, {"stream_steps", P.stream_steps},
-                               {"agg_workers", P.agg_workers}, {"agg_steps", P.agg_steps}, {"cross_d", P.cross_d}}},
-                    {"seconds", res.seconds},
-                    {"pass", res.pass()},
-                    {"rows", rows}});
+      rows.push_back({{"id", r.id},
+                      {"check", r.check},
+                      {"family", r.family},
+                      {"kind", r.kind},
+                      {"pass", r.pass},
+                      {"statistic", r.statistic},
+                      {"threshold", r.threshold},
+                      {"p_value", r.pvalue},
+                      {"detectable", r.power},
+                      {"effect", number(r.effect)},
+                      {"limit", number(r.limit)},
+                      {"detectable_effect", number(r.detectable)},
+                      {"z", number(r.z)},
+                      {"p", number(r.p)},
+                      {"alpha", r.alpha},
+                      {"detail", r.detail}});
+    all = all && res.as_expected();
+    nlohmann::json run = {{"implementation", res.impl},
+                          {"profile", P.name},
+                          {"seed", res.options.seed},
+                          {"alpha_total", P.alpha_total},
+                          {"beta", P.beta},
+                          {"decisions", res.decisions},
+                          {"alpha_each", res.alpha_each},
+                          {"sizes", {{"d", P.d}, {"steps", P.steps}, {"stream_steps", P.stream_steps},
+                                     {"agg_workers", P.agg_workers}, {"agg_steps", P.agg_steps}, {"cross_d", P.cross_d}}},
+                          {"seconds", res.seconds},
+                          {"pass", res.pass()},
+                          {"expected", res.expected.empty() ? "pass" : res.expected},
+                          {"as_expected", res.as_expected()},
+                          {"rows", rows}};
+    runs.push_back(run);
   }
-  nlohmann::json doc = {{"tool", "terngrad verify"}, {"pass", all}, {"runs", runs}};
+  nlohmann::json doc = {{"tool", "terngrad verify"},
+                        {"schema_version", 2},
+                        {"context", context_of(results)},
+                        {"pass", all},
+                        {"runs", runs}};
   return doc.dump(2) + "\n";
 }
 
@@ -112,31 +191,72 @@ std::string xml(const std::string& s) {
   }
   return o;
 }
+
+// The stable name of a row's test case: family[.label] (the id without the check), the check being
+// the class name; measured values go to <system-out>, never into names.
+std::string case_name(const Row& r) {
+  std::string rest = r.id.substr(std::min(r.id.size(), r.check.size() + 1));
+  for (auto& ch : rest)
+    if (ch == '/') ch = '.';
+  return rest.empty() ? r.family : rest;
+}
+
+std::string row_text(const Row& r) {
+  return "measured " + r.statistic + "; threshold " + r.threshold + "; " + r.pvalue + "; detectable " + r.power +
+         "; alpha " + strf("%.3g", r.alpha) + "; " + r.detail;
+}
 }  // namespace
 
 std::string format_junit(const std::vector<Result>& results) {
-  std::ostringstream o;
-  std::size_t tests = 0, failures = 0;
-  double secs = 0;
+  struct Case {
+    std::string classname, name, failure, skipped, out;
+  };
+  struct Suite {
+    std::string name;
+    double seconds;
+    std::vector<Case> cases;
+  };
+  std::vector<Suite> suites;
   for (const auto& res : results) {
-    tests += res.rows.size();
-    for (const auto& r : res.rows) failures += r.pass ? 0 : 1;
-    secs += res.seconds;
+    Suite su{res.impl + " (" + res.options.profile.name + ")", res.seconds, {}};
+    if (res.expected == "reject") {
+      // A mutant in the self-test: one case, passed when the battery rejected it.
+      std::string fails;
+      for (const auto& c : res.failed_checks()) fails += (fails.empty() ? "" : ", ") + c;
+      Case k{"self-test", res.impl + " is rejected", "", "", ""};
+      if (res.pass()) k.failure = "the battery passed " + res.impl + ", which must be rejected";
+      k.out = res.pass() ? "every check passed" : "rejected by: " + fails;
+      su.cases.push_back(k);
+    } else {
+      for (const auto& r : res.rows) {
+        Case k{r.check, case_name(r), "", "", row_text(r)};
+        if (r.kind == "skipped") k.skipped = r.detail;
+        else if (!r.pass) k.failure = r.detail;
+        su.cases.push_back(k);
+      }
+    }
+    suites.push_back(std::move(su));
   }
+  std::size_t tests = 0, failures = 0, skipped = 0;
+  double secs = 0;
+  for (const auto& su : suites) {
+    secs += su.seconds;
+    for (const auto& k : su.cases) tests += 1, failures += !k.failure.empty(), skipped += !k.skipped.empty();
+  }
+  std::ostringstream o;
   o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  o << strf("<testsuites name=\"terngrad verify\" tests=\"%zu\" failures=\"%zu\" time=\"%.3f\">\n", tests, failures, secs);
-  for (const auto& res : results) {
-    std::size_t f = 0;
-    for (const auto& r : res.rows) f += r.pass ? 0 : 1;
-    o << "  <testsuite name=\"" << xml(res.impl + " (" + res.options.profile.name + ")") << "\" tests=\""
-      << res.rows.size() << "\" failures=\"" << f << "\" time=\"" << strf("%.3f", res.seconds) << "\">\n";
-    for (const auto& r : res.rows) {
-      std::string name = r.family + ": " + r.statistic;
-      o << "    <testcase classname=\"" << xml("verify." + r.check) << "\" name=\"" << xml(name) << "\">";
-      std::string sys = "threshold " + r.threshold + "; " + r.pvalue + "; detectable " + r.power + "; alpha " +
-                        strf("%.3g", r.alpha) + "; " + r.detail;
-      if (!r.pass) o << "<failure message=\"" << xml(r.detail) << "\">" << xml(sys) << "</failure>";
-      else o << "<system-out>" << xml(sys) << "</system-out>";
+  o << strf("<testsuites name=\"terngrad verify\" tests=\"%zu\" failures=\"%zu\" skipped=\"%zu\" time=\"%.3f\">\n",
+            tests, failures, skipped, secs);
+  for (const auto& su : suites) {
+    std::size_t f = 0, sk = 0;
+    for (const auto& k : su.cases) f += !k.failure.empty(), sk += !k.skipped.empty();
+    o << "  <testsuite name=\"" << xml(su.name) << "\" tests=\"" << su.cases.size() << "\" failures=\"" << f
+      << "\" skipped=\"" << sk << "\" time=\"" << strf("%.3f", su.seconds) << "\">\n";
+    for (const auto& k : su.cases) {
+      o << "    <testcase classname=\"" << xml(k.classname) << "\" name=\"" << xml(k.name) << "\">";
+      if (!k.skipped.empty()) o << "<skipped message=\"" << xml(k.skipped) << "\"/>";
+      if (!k.failure.empty()) o << "<failure message=\"" << xml(k.failure) << "\">" << xml(k.out) << "</failure>";
+      else o << "<system-out>" << xml(k.out) << "</system-out>";
       o << "</testcase>\n";
     }
     o << "  </testsuite>\n";

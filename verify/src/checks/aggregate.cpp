@@ -125,7 +125,7 @@ void run_aggregate(Ctx& c, std::size_t d) {
     r.statistic = strf("ratio %.5f", 1.0 + Svar / E);
     r.threshold = strf("1 +- %.3g", o.threshold / E);
     r.power = strf("rel. error >= %.3g", o.detectable / E);
-    apply(r, o);
+    apply(r, o, E);
     r.detail = strf("E||mean g~ - mean g||^2 = (1/N^2) sum_w (s ||g_w||_1 - ||g_w||_2^2) = %.6g", identity);
     mark_rejected(r);
     c.rows.push_back(r);

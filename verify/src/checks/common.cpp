@@ -94,6 +94,7 @@ Row info_row(const std::string& check, const std::string& family, const std::str
 
 BernsteinOutcome bernstein_decide(double S, double V, double b, double alpha, double beta) {
   BernsteinOutcome o;
+  o.S = S;
   o.threshold = bernstein_threshold(V, b, alpha);
   o.p = bernstein_tail_bound(S, V, b);
   // Power: under an alternative with mean shift delta, S - delta deviates below by more than
@@ -110,7 +111,12 @@ std::string bound_text(double p) {
   return strf("bound %.2g (>= 1)", p);
 }
 
-void apply(Row& r, const BernsteinOutcome& o) {
+void apply(Row& r, const BernsteinOutcome& o, double unit) {
+  if (unit > 0.0) {
+    r.effect = o.S / unit;
+    r.limit = o.threshold / unit;
+    r.detectable = o.detectable / unit;
+  }
   r.z = o.z;
   r.p = o.p;
   r.pvalue = bound_text(o.p);
@@ -128,7 +134,7 @@ Row pooled_bias_row(const Ctx& c, const std::string& check, const std::string& f
   r.statistic = strf("mean bias %.3g s", S / M);
   r.threshold = strf("|.| <= %.3g s", o.threshold / M);
   r.power = strf("bias >= %.3g s", o.detectable / M);
-  apply(r, o);
+  apply(r, o, M);
   r.detail = detail;
   mark_rejected(r);
   return r;

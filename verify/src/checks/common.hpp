@@ -69,12 +69,13 @@ Row info_row(const std::string& check, const std::string& family, const std::str
 /// known total variance V > 0. Fills threshold/detectable (in S units), z = S / sqrt(V), the tail
 /// bound p (uncapped) and pass = |S| <= threshold.
 struct BernsteinOutcome {
-  double threshold = 0, detectable = 0, z = 0, p = 1;
+  double S = 0, threshold = 0, detectable = 0, z = 0, p = 1;
   bool pass = true;
 };
 BernsteinOutcome bernstein_decide(double S, double V, double b, double alpha, double beta);
-/// Copies an outcome into a row: z, p, the p-value text, pass.
-void apply(Row& r, const BernsteinOutcome& o);
+/// Copies an outcome into a row: z, p, the p-value text, pass, and the numeric effect, limit and
+/// detectable effect in the row's printed units (S / unit, threshold / unit, detectable / unit).
+void apply(Row& r, const BernsteinOutcome& o, double unit);
 /// The p-value column of a Bernstein row: "p <= 0.012", or "bound 3.4 (>= 1)" when the bound says nothing.
 std::string bound_text(double p);
 /// A failed row's detail starts with what was observed and where the line was.

@@ -4,6 +4,7 @@
 // that appears twice, at any offset, in any stream of many keys (including keys far apart) is a
 // reused stream (docs/statistics.md, "Collision").
 #include <algorithm>
+#include <cmath>
 #include <unordered_map>
 
 #include "checks/common.hpp"
@@ -75,7 +76,7 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
     r.statistic = strf("%s: corr %+.4f", kStreamPairs[i], E > 0 ? S[i] / E : 0.0);
     r.threshold = strf("|.| <= %.3g", E > 0 ? o.threshold / E : 0.0);
     r.power = strf("corr >= %.3g", E > 0 ? o.detectable / E : 0.0);
-    apply(r, o);
+    apply(r, o, E);
     r.detail = strf("%s: sum over %.0f pairs of draws and %zu coordinates of (b_k - p_k)(b'_k - p_k), b the keep "
                     "masks (independent terms in [-1,1]); catches a partly reused stream", kStreamPairs[i], pairs, d);
     mark_rejected(r);
@@ -148,6 +149,28 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
     }
     c.progress.add(static_cast<double>(kb.steps) * d, "collision");
   }
+  // The probe's masks must be fair coins: under H0 the kept fraction of the N bits (element 0, always
+  // kept, left out) is within 1/2 +- 0.05 except with probability 2 exp(-2 N 0.05^2) (Hoeffding).
+  // A codec whose keep rule or scalar differs from the spec's fails here, and reuse is not judged.
+  double kept = 0.0, bits = 0.0;
+  for (const auto& ps : streams)
+    for (std::size_t k = 1; k < d; ++k) kept += bit_at(ps.bits, k), bits += 1.0;
+  const double frac = bits > 0 ? kept / bits : 0.5;
+  const double coin_bound = 2.0 * std::exp(-2.0 * bits * 0.05 * 0.05);
+  if (std::fabs(frac - 0.5) > 0.05) {
+    Row r = stat_row(c, "collision", "p=1/2 probe");
+    r.statistic = strf("kept fraction %.4f", frac);
+    r.threshold = "1/2 +- 0.05";
+    r.p = coin_bound;
+    r.pvalue = strf("p <= %.2g", coin_bound);
+    r.power = "any reuse of >= 128 mask bits";
+    r.pass = false;
+    r.detail = strf("the probe (every |g| = s/2, so p = 1/2) was kept in a fraction %.4f of %.0f draws: the keep rule "
+                    "or the scalar is not the spec's (see structure), so stream reuse cannot be judged", frac, bits);
+    mark_rejected(r);
+    c.rows.push_back(r);
+    return;
+  }
   // Index the aligned 64-bit windows; slide over every offset of every stream. Two streams (or two
   // places of one) sharing a run of >= 128 bits share at least one aligned window inside the run.
   std::unordered_multimap<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> aligned;
@@ -193,7 +216,7 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   // Under H0 two given places agree on kRun fair bits with probability 2^-kRun; over all pairs of
   // places the chance of any repeat is at most (streams * d)^2 2^-kRun.
   const double places = static_cast<double>(streams.size()) * static_cast<double>(d);
-  const double bound = places * places * std::ldexp(1.0, -static_cast<int>(kRun));
+  const double bound = places * places * std::ldexp(1.0, -static_cast<int>(kRun)) + coin_bound;
   Row r = stat_row(c, "collision", "p=1/2 probe");
   if (stopped && repeats == 0) {
     repeats = 1;

@@ -37,7 +37,8 @@ Profile profile_named(const std::string& name);
 struct Row {
   std::string check;
   std::string family;
-  std::string kind;        // "exact" (deterministic fact), "stat" (uses alpha), "info" (reported only)
+  std::string kind;        // "exact" (deterministic fact), "stat" (uses alpha), "info" (reported only),
+                           // "skipped" (a check left out by --skip: one row per check, saying so)
   std::string statistic;
   std::string threshold;
   std::string pvalue;      // p-value, its bound, or an interval
@@ -52,6 +53,11 @@ struct Row {
   /// The row's p-value (per-coordinate rows: Bonferroni-adjusted exact binomial) or its upper bound
   /// (Bernstein rows; may exceed 1), compared with alpha; NaN for exact and info rows.
   double p = std::numeric_limits<double>::quiet_NaN();
+  /// Bernstein rows, in the units the row prints (a bias per coordinate, a relative error, a
+  /// correlation): the measured effect, the acceptance half-width, the detectable effect. NaN elsewhere.
+  double effect = std::numeric_limits<double>::quiet_NaN();
+  double limit = std::numeric_limits<double>::quiet_NaN();
+  double detectable = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct Options {
@@ -69,7 +75,9 @@ struct Result {
   std::size_t decisions = 0;
   double alpha_each = 0.0;
   double seconds = 0.0;
+  std::string expected;  // self-test: "pass" or "reject" (a mutant); empty: "pass"
   bool pass() const;
+  bool as_expected() const;
   std::vector<std::string> failed_checks() const;
 };
 
