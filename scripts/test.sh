@@ -3,8 +3,18 @@
 # labelled "long", the codec and property tests under AddressSanitizer + UndefinedBehaviorSanitizer,
 # a short fuzz run of every libFuzzer target, valgrind memcheck and ThreadSanitizer on the codec.
 #   bash scripts/test.sh                 (FUZZ_SECONDS=30 per target by default)
+#   bash scripts/test.sh --long          also the tests labelled "long" (battery calibration over 400
+#                                        seeds, the NumPy example's whole battery, exhaustive reliability,
+#                                        training fault injection), after the default set
 set -euo pipefail
 cd "$(dirname "$0")/.."
+long=0
+for arg in "$@"; do
+  case "$arg" in
+    --long) long=1 ;;
+    *) echo "usage: bash scripts/test.sh [--long] (unknown argument '$arg')" >&2; exit 2 ;;
+  esac
+done
 bash scripts/setup.sh
 # ccache keys on paths relative to the checkout, so a fresh clone reuses earlier compilations
 export CCACHE_BASEDIR="$PWD"
@@ -12,6 +22,10 @@ export RC_PARAMS=${RC_PARAMS:-"seed=20171204 max_success=200"}
 echo "test: rapidcheck RC_PARAMS=\"$RC_PARAMS\""
 bash scripts/build.sh default
 ctest --preset default -j2 -LE long
+if [ "$long" = 1 ]; then
+  echo "test: the tests labelled long"
+  ctest --preset default -j2 -L long
+fi
 echo "test: codec and property tests under ASan + UBSan"
 bash scripts/build.sh asan
 ctest --preset asan -j2

@@ -65,14 +65,16 @@ CompareResult compare_samplers(Sampler& a, Sampler& b, const CompareOptions& o) 
         if (da.scalars != db.scalars) {
           std::size_t j = 0;
           while (j + 1 < da.scalars.size() && j + 1 < db.scalars.size() && da.scalars[j] == db.scalars[j]) ++j;
-          k.difference = strf("step %zu: scalar %.9g vs %.9g", key.step + j,
+          k.difference = strf("key (seed %llu, worker %u, tensor %u, step %zu): scalar %.9g vs %.9g",
+                              static_cast<unsigned long long>(key.seed), key.worker, key.tensor, key.step + j,
                               da.scalars.empty() ? 0.0 : static_cast<double>(da.scalars[j]),
                               db.scalars.empty() ? 0.0 : static_cast<double>(db.scalars[j]));
         } else if (da.trits != db.trits) {
           std::size_t e = 0;
           while (da.trits[e] == db.trits[e]) ++e;
-          k.difference = strf("step %zu element %zu (g = %.9g): trit %d vs %d", key.step + e / g.size(), e % g.size(),
-                              static_cast<double>(g[e % g.size()]), da.trits[e], db.trits[e]);
+          k.difference = strf("key (seed %llu, worker %u, tensor %u, step %zu) element %zu (g = %.9g): trit %d vs %d",
+                              static_cast<unsigned long long>(key.seed), key.worker, key.tensor, key.step + e / g.size(),
+                              e % g.size(), static_cast<double>(g[e % g.size()]), da.trits[e], db.trits[e]);
         } else if (!da.defect.empty() || !db.defect.empty()) {
           k.difference = "output not of the form {-s, 0, +s}: " + (da.defect.empty() ? db.defect : da.defect);
         }

@@ -35,10 +35,11 @@ constexpr std::uint64_t mix64(std::uint64_t z) {
 }
 
 /// The seed of (purpose, index) in a run with user seed `seed`:
-///   mix64(mix64(seed) ^ (purpose << 32 | index)).
-/// For a fixed run seed the map (purpose, index) -> seed is injective (mix64 is a bijection).
+///   mix64(mix64(seed) ^ (purpose << 32 | index)) >> 1.
+/// 63 bits, so that codecs parsing the seed as a signed 64-bit integer take every seed the battery
+/// sends. Two distinct (purpose, index) of one run share a seed with probability 2^-63.
 constexpr std::uint64_t derive_seed(std::uint64_t seed, KeyPurpose purpose, std::uint32_t index) {
-  return mix64(mix64(seed) ^ ((static_cast<std::uint64_t>(purpose) << 32) | index));
+  return mix64(mix64(seed) ^ ((static_cast<std::uint64_t>(purpose) << 32) | index)) >> 1;
 }
 
 }  // namespace tg::verify
