@@ -38,6 +38,11 @@ const std::vector<std::string>& check_names() {
   return names;
 }
 
+const std::vector<std::string>& capability_names() {
+  static const std::vector<std::string> names = {"none", "clip", "saturate", "shared-scalar", "spec-stream"};
+  return names;
+}
+
 bool Result::pass() const {
   for (const auto& r : rows)
     if (!r.pass) return false;
@@ -163,13 +168,32 @@ Result run_battery(Sampler& sampler, const Options& options) {
   for (const auto& s : options.skip)
     if (std::find(check_names().begin(), check_names().end(), s) == check_names().end())
       throw Error(ErrorCode::invalid_argument, "unknown check '" + s + "' in --skip");
-  if (std::all_of(check_names().begin(), check_names().end(), [&](const std::string& c) { return options.skip.count(c) > 0; }))
-    throw Error(ErrorCode::invalid_argument, "every check is left out by --skip: nothing would be verified");
+  for (const auto& s : options.supports)
+    if (std::find(capability_names().begin(), capability_names().end(), s) == capability_names().end())
+      throw Error(ErrorCode::invalid_argument, "unknown capability '" + s + "' in --supports (known: none, clip, "
+                                               "saturate, shared-scalar, spec-stream)");
+  if (!supports(options, "none") && !supports(options, "clip") && !supports(options, "saturate"))
+    throw Error(ErrorCode::invalid_argument, "--supports names no clipping mode (none, clip or saturate): the battery "
+                                             "cannot ask this implementation for anything");
+  // Why a check does not run: --skip, or a capability the implementation lacks.
+  auto why_not = [&](const std::string& check) -> std::string {
+    if (options.skip.count(check)) return "left out by --skip " + check;
+    if ((check == "layerwise" || check == "aggregate") && !supports(options, "shared-scalar"))
+      return "the implementation does not take a shared scalar (--supports without shared-scalar)";
+    if (check == "cross" && !supports(options, "spec-stream"))
+      return "the implementation has its own random stream (--supports without spec-stream): bytes cannot match";
+    if (check == "clipping" && !supports(options, "clip") && !supports(options, "saturate"))
+      return "the implementation does not clip (--supports without clip or saturate)";
+    return "";
+  };
+  if (std::all_of(check_names().begin(), check_names().end(), [&](const std::string& c) { return !why_not(c).empty(); }))
+    throw Error(ErrorCode::invalid_argument, "every check is left out (--skip, --supports): nothing would be verified");
   auto t0 = std::chrono::steady_clock::now();
   Result res;
   res.impl = sampler.name();
   res.options = options;
-  auto on = [&](const char* c) { return options.skip.count(c) == 0; };
+  auto on = [&](const char* c) { return why_not(c).empty(); };
+  const Params base = base_params(options);
   auto gradient = [&](const std::string& family, GradientVariant v) {
     return make_gradient(family, P.d, derive_seed(options.seed, KeyPurpose::gradient, static_cast<std::uint32_t>(v)));
   };
@@ -184,13 +208,14 @@ Result run_battery(Sampler& sampler, const Options& options) {
     for (const auto& f : family_names()) {
       JobSpec j;
       j.grad = gradient(f, GradientVariant::plain);
+      j.params = base;  // clipping off, or the implementation's only mode
       j.steps = P.steps;
       j.independence = on("independence") && among(f, {"gaussian", "laplace", "lenet"});
       j.p_bins = on("unbiased") && f == "pladder";  // its bins hold fixed shares of the elements (families.hpp)
       jobs.push_back(std::move(j));
     }
   const std::size_t main_jobs = jobs.size();
-  if (on("clipping")) {
+  if (on("clipping") && supports(options, "clip")) {
     for (const char* f : {"gaussian", "student_t", "lenet", "tiny", "huge"}) {
       JobSpec j;
       j.check = "clipping";
@@ -199,6 +224,8 @@ Result run_battery(Sampler& sampler, const Options& options) {
       j.steps = P.steps;
       jobs.push_back(std::move(j));
     }
+  }
+  if (on("clipping") && supports(options, "saturate")) {
     JobSpec j;
     j.check = "clipping";
     j.grad = gradient("laplace", GradientVariant::saturate);
@@ -212,6 +239,7 @@ Result run_battery(Sampler& sampler, const Options& options) {
       JobSpec j;
       j.check = "layerwise";
       j.grad = gradient(f, GradientVariant::plain);  // same gradient as the main (per-tensor) job
+      j.params = base;
       j.global_scalar = true;
       j.steps = P.steps;
       jobs.push_back(std::move(j));
@@ -277,7 +305,7 @@ Result run_battery(Sampler& sampler, const Options& options) {
       Row r = info_row(name, "-", "skipped");
       r.kind = "skipped";
       r.statistic = "not run";
-      r.detail = "left out by --skip " + name;
+      r.detail = why_not(name);
       res.rows.push_back(r);
     }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

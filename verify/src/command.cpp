@@ -31,6 +31,7 @@ struct VerifyOptions {
   double beta = 0.0;
   std::string json, junit;
   std::vector<std::string> skip;
+  std::vector<std::string> supports;
   bool self_test = false;
   std::string example;
   double exec_timeout = 300.0;
@@ -53,6 +54,7 @@ Options make_options(const VerifyOptions& o) {
   if (o.beta != 0.0) opt.profile.beta = o.beta;
   opt.seed = o.seed;
   opt.skip.insert(o.skip.begin(), o.skip.end());
+  opt.supports.insert(o.supports.begin(), o.supports.end());
   opt.progress = !o.no_progress;
   return opt;
 }
@@ -244,6 +246,12 @@ Command verify_command() {
                                           "random stream)")
         ->delimiter(',')
         ->check(CLI::IsMember(check_names()));
+    sub->add_option("--supports", opts->supports,
+                    "What the implementation implements, comma-separated: none, clip, saturate (clipping modes), "
+                    "shared-scalar, spec-stream (default: all). The battery runs only what applies and says what it "
+                    "left out")
+        ->delimiter(',')
+        ->check(CLI::IsMember(capability_names()));
     sub->add_flag("--self-test", opts->self_test,
                   "Run the battery on every correct implementation and variant (all must pass) and every mutant (all "
                   "must fail)");

@@ -35,6 +35,11 @@ std::string format_table(const Result& res) {
   else
     o << strf("sizes: %zu elements per family, %u draws; streams %u draws; aggregate %u workers x %u draws\n", P.d,
               P.steps, P.stream_steps, P.agg_workers, P.agg_steps);
+  if (!res.options.supports.empty()) {
+    std::string caps;
+    for (const auto& s : res.options.supports) caps += (caps.empty() ? "" : ", ") + s;
+    o << "the implementation supports: " << caps << " (the rest is left out, with the reason, below the checks)\n";
+  }
   o << "exact rows are deterministic facts (no error budget); info rows are reported, not tested.\n\n";
   const char* head[7] = {"check", "family", "measured", "threshold", "p-value", "detectable (power 1-beta)", "verdict"};
   std::vector<std::array<std::string, 7>> cells;
@@ -115,6 +120,8 @@ nlohmann::json context_of(const std::vector<Result>& results) {
     c["alpha_total"] = o.profile.alpha_total;
     c["beta"] = o.profile.beta;
     c["skip"] = std::vector<std::string>(o.skip.begin(), o.skip.end());
+    c["supports"] = o.supports.empty() ? std::vector<std::string>{"all"}
+                                       : std::vector<std::string>(o.supports.begin(), o.supports.end());
   }
   return c;
 }

@@ -1,6 +1,6 @@
 // terngrad-bench: a stand-in external codec for the exec-protocol tests (tests/test_exec.cpp).
 // Speaks the protocol of docs/battery.md; `--mode` picks a behaviour: good (reference codec), fail,
-// sleep, wrong-shape, wrong-dtype, nan, bad-values, no-output, garbage.
+// sleep, wrong-shape, wrong-dtype, nan, bad-values, no-output, garbage, plain, clip-only.
 //   tg_verify_fake_codec --mode good --input g.npy --output out.npy --seed 1 ... --steps 2
 #include <chrono>
 #include <cmath>
@@ -33,6 +33,10 @@ int main(int argc, char** argv) {
     else if (k == "--c") c = std::stod(v);
     else if (k == "--scalar") scalar = std::stod(v);
   }
+  // A codec without clipping or a shared scalar (it ignores --clip and --scalar), and one that always
+  // clips (GRACE's TernGrad does) and takes no shared scalar: both correct within what they implement.
+  if (mode == "plain") clip = "none", scalar = -1;
+  if (mode == "clip-only") clip = "clip", scalar = -1;
   if (mode == "fail") {
     std::fprintf(stderr, "fake codec: deliberate failure\n");
     return 3;

@@ -18,7 +18,7 @@ void run_aggregate(Ctx& c, std::size_t d) {
   const std::uint32_t N = c.opt.profile.agg_workers, n = c.opt.profile.agg_steps;
   const std::uint64_t seed = derive_seed(c.opt.seed, KeyPurpose::aggregate, 0);
   const Codec& ref = reference_codec();
-  Params params;
+  const Params params = base_params(c.opt);
   std::vector<std::vector<float>> g(N);
   std::vector<float> own(N);
   for (std::uint32_t w = 0; w < N; ++w) {

@@ -61,6 +61,16 @@ double Progress::elapsed() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
+bool supports(const Options& o, const std::string& capability) {
+  return o.supports.empty() || o.supports.count(capability) > 0;
+}
+
+Params base_params(const Options& o) {
+  Params p;
+  p.clip = supports(o, "none") ? ClipMode::none : (supports(o, "clip") ? ClipMode::clip : ClipMode::saturate);
+  return p;
+}
+
 std::string row_id(const std::string& check, const std::string& family, const std::string& label) {
   return check + "/" + family + (label.empty() ? "" : "/" + label);
 }

@@ -58,6 +58,11 @@ struct Ctx {
   Progress& progress;
 };
 
+/// The implementation's capability (Options::supports; empty = everything).
+bool supports(const Options& o, const std::string& capability);
+/// Parameters of the checks that run in one mode: the first clipping mode the implementation has.
+Params base_params(const Options& o);
+
 /// Row ids: check/family[/label]. Stat rows must appear in the plan with exactly this id.
 std::string row_id(const std::string& check, const std::string& family, const std::string& label = "");
 

@@ -19,11 +19,16 @@ void run_cross(Ctx& c) {
   CompareOptions co;
   co.d = c.opt.profile.cross_d;
   co.seed = c.opt.seed;
-  co.modes = {ClipMode::none, ClipMode::clip};
+  co.modes.clear();
+  for (ClipMode m : {ClipMode::none, ClipMode::clip})
+    if (supports(c.opt, to_string(m))) co.modes.push_back(m);
+  if (co.modes.empty()) co.modes = {ClipMode::saturate};
   co.shared_scalar = false;
   // External programs cost a process per request: layers 0, 1 and the last one of each family.
   co.all_layers = c.sampler.codec() != nullptr;
   co.stop_at_first = true;
+  std::string modes;
+  for (ClipMode m : co.modes) modes += std::string(modes.empty() ? "" : " and ") + to_string(m);
   for (auto& [oname, other] : others) {
     CompareResult cr = compare_samplers(c.sampler, *other, co);
     c.progress.add(0.0, "cross");
@@ -34,8 +39,8 @@ void run_cross(Ctx& c) {
     r.pass = diff == nullptr;
     r.statistic = diff ? "differs" : strf("%llu trits equal", static_cast<unsigned long long>(cr.trits()));
     r.detail = diff ? "vs " + oname + ": " + diff->family + "/" + diff->layer + " " + diff->mode + ": " + diff->difference
-                    : strf("vs %s: every family, clip none and clip, 2 steps: trits and scalars identical%s%s",
-                           oname.c_str(), co.all_layers ? "" : " (layers 0, 1 and last of multi-layer families)",
+                    : strf("vs %s: every family, clip %s, 2 steps: trits and scalars identical%s%s",
+                           oname.c_str(), modes.c_str(), co.all_layers ? "" : " (layers 0, 1 and last of multi-layer families)",
                            cr.payloads() ? strf("; %llu payloads (2bit, base3) byte-identical",
                                                 static_cast<unsigned long long>(cr.payloads())).c_str()
                                          : "");

@@ -26,7 +26,7 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
   const Layer& L = G.layers.front();
   const std::size_t d = L.g.size();
   const std::uint32_t n = c.opt.profile.stream_steps;  // even
-  Params params;
+  const Params params = base_params(c.opt);
   // Keep masks b_k = [t_k != 0], centred with the keep probabilities of the scalar the implementation
   // reports (set from its first draw), so that a wrong scalar does not read as a correlation: under
   // H0 the products of two independent draws have mean 0 and variance v_k v_k.
@@ -130,14 +130,17 @@ inline std::uint64_t window_at(const std::vector<std::uint64_t>& b, std::size_t 
 std::vector<std::string> plan_collision() { return {row_id("collision", "p=1/2 probe")}; }
 
 void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
-  // Probe: element 0 is 1 (the scalar), every other is 1/2, so p_k = 1/2 exactly and the keep bit
-  // is a fair coin under H0.
+  // Probe: element 0 is 1 (the scalar), every other is +-1/2 (alternating signs), so p_k = 1/2
+  // exactly and the keep bit is a fair coin under H0. Its sigma is about 1/2, so a clip bound
+  // c sigma (c = 2.5) exceeds 1: the probe is the same in every clipping mode.
   std::vector<float> g(d, 0.5f);
+  for (std::size_t k = 1; k < d; k += 2) g[k] = -0.5f;
   g[0] = 1.0f;
+  const Params params = base_params(c.opt);
   const std::vector<KeyBlock> keys = collision_keys(stream_seed);
   std::vector<ProbeStream> streams;
   for (const auto& kb : keys) {
-    Draws dr = c.sampler.draw({g, Params{}, kb.first, kb.steps, std::nullopt});
+    Draws dr = c.sampler.draw({g, params, kb.first, kb.steps, std::nullopt});
     for (std::uint32_t j = 0; j < kb.steps; ++j) {
       ProbeStream ps;
       ps.key = kb.first;

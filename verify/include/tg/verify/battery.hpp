@@ -64,6 +64,11 @@ struct Options {
   Profile profile;
   std::uint64_t seed = 20171204;
   std::set<std::string> skip;  // check names to leave out (e.g. "cross")
+  /// What the implementation implements (capability_names()); empty: everything. The battery plans
+  /// only the rows that apply, runs the per-gradient, streams and collision checks in the first
+  /// clipping mode it has (none, else clip, else saturate), and leaves a skipped row with the reason
+  /// for every check it cannot run.
+  std::set<std::string> supports;
   bool progress = false;       // progress line on stderr
   std::function<void()> poll;  // if set, called after each block of draws; may throw to stop the run
 };
@@ -83,6 +88,10 @@ struct Result {
 
 /// Names of the checks, in report order.
 const std::vector<std::string>& check_names();
+/// Capabilities an implementation may declare: none, clip, saturate (clipping modes), shared-scalar
+/// (encode_with_scalar: a given scalar, for layerwise and aggregate), spec-stream (the spec's Philox
+/// stream and keep rule, so its bytes can equal the reference's: the cross check).
+const std::vector<std::string>& capability_names();
 
 /// Runs the battery on `sampler`. Errors of the implementation (an external program that fails)
 /// propagate as exceptions; check failures are rows with pass == false. The run plans its decisions
