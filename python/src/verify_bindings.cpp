@@ -183,6 +183,12 @@ void bind_verify(nb::module_& m) {
   nb::dict mutants;
   for (const auto& mu : tv::mutant_list()) mutants[mu.name] = mu.description;
   v.attr("MUTANTS") = mutants;
+  nb::dict variants;
+  for (const auto& va : tv::variant_list()) variants[va.name] = va.description;
+  v.attr("VARIANTS") = variants;
+  nb::list caps;
+  for (const auto& c : tv::capability_names()) caps.append(c);
+  v.attr("CAPABILITIES") = nb::tuple(caps);
 
   nb::class_<tv::Row>(v, "Row", "One line of a battery report.")
       .def_ro("check", &tv::Row::check, "check name, e.g. 'unbiased' or 'clipping.variance'")
@@ -217,7 +223,12 @@ void bind_verify(nb::module_& m) {
       .def_prop_ro("failed_checks", &tv::Result::failed_checks, "names of the failed checks")
       .def("table", &tv::format_table, "The report as text (as `terngrad verify` prints it).")
       .def("to_json", [](const tv::Result& r) { return tv::format_json({r}); },
-           "The report as JSON (the schema of `terngrad verify --json`).")
+           "The report as JSON (the schema of `terngrad verify --json`, docs/verify-output.schema.json).")
+      .def("to_junit", [](const tv::Result& r) { return tv::format_junit({r}); },
+           "The report as JUnit XML (`terngrad verify --junit`): one case per row, stable names.")
+      .def("summary", &tv::format_summary,
+           "A few lines: the verdict, each failed row (effect measured against the smallest detectable one, and "
+           "why), and the command that reproduces the run. Short enough for an assertion message.")
       .def("__repr__", [](const tv::Result& r) {
         return "Result(impl='" + r.impl + "', " + (r.pass() ? "passed" : "FAILED") + ", " +
                std::to_string(r.rows.size()) + " rows, " + std::to_string(r.decisions) + " decisions)";
@@ -226,13 +237,15 @@ void bind_verify(nb::module_& m) {
   v.def(
       "run",
       [](nb::object impl, const std::string& profile, std::uint64_t seed, std::vector<std::string> skip,
-         std::optional<double> alpha, std::optional<double> beta, bool progress, std::optional<std::string> name) {
+         std::optional<double> alpha, std::optional<double> beta, bool progress, std::optional<std::string> name,
+         std::vector<std::string> supports) {
         tv::Options o;
         o.profile = tv::profile_named(profile);
         if (alpha) o.profile.alpha_total = *alpha;
         if (beta) o.profile.beta = *beta;
         o.seed = seed;
         o.skip.insert(skip.begin(), skip.end());
+        o.supports.insert(supports.begin(), supports.end());
         o.progress = progress;
         bool python = false;
         std::unique_ptr<tv::Sampler> s = sampler_of(impl, name, &python);
@@ -248,12 +261,15 @@ void bind_verify(nb::module_& m) {
       },
       "impl"_a = "optimized", "profile"_a = "quick", "seed"_a = 20171204, "skip"_a = std::vector<std::string>{},
       "alpha"_a = nb::none(), "beta"_a = nb::none(), "progress"_a = false, "name"_a = nb::none(),
+      "supports"_a = std::vector<std::string>{},
       (std::string("Run the whole battery (the checks of CHECKS on the families of docs/battery.md) and return a "
                    "Result. impl: 'optimized', 'reference', 'mutant:NAME' (see MUTANTS), 'exec:CMD' (an external "
                    "program, docs/battery.md), or a Python function\n    ") +
        kDrawDoc +
        "\nprofile: 'quick', 'ci' or 'full' (sizes and alpha_total; alpha/beta override). skip: check names to "
-       "leave out, e.g. ['cross']. A correct implementation fails with probability <= alpha_total. 'cuda' is "
+       "leave out, e.g. ['cross']. supports: what the implementation implements (CAPABILITIES; default all), "
+       "e.g. ['clip', 'spec-stream'] for a codec that always clips. A correct implementation fails with "
+       "probability <= alpha_total. 'cuda' is "
        "not available from Python (Unavailable).")
           .c_str());
 

@@ -20,7 +20,9 @@ Two ways in:
 
 Every result states its error budget: a correct codec fails a run with probability at most
 ``alpha_total`` (split over ``decisions``), and every row gives the smallest effect it detects with
-probability ``1 - beta``. Rows: ``result.rows``; the text report: ``result.table()``.
+probability ``1 - beta``. Rows: ``result.rows``; the text report: ``result.table()``; a short one for
+assertion messages: ``result.summary()``; ``result.to_json()`` and ``result.to_junit()`` as the CLI writes
+them. ``terngrad.testing.assert_terngrad`` wraps ``run`` as a test assertion (and a pytest plugin).
 """
 from ._core import verify as _v
 
@@ -28,6 +30,8 @@ __all__ = [
     "CHECKS",            # check names, in report order
     "PROFILES",          # 'quick', 'ci', 'full'
     "MUTANTS",           # name -> description of the deliberately broken codecs
+    "VARIANTS",          # name -> description of the correct variants (e.g. sigma in float32)
+    "CAPABILITIES",      # what run(..., supports=[...]) may name
     "Result",
     "Row",
     "Unavailable",       # e.g. impl='cuda' (not in the Python module)

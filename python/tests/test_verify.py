@@ -331,3 +331,40 @@ def test_clopper_pearson_and_bernstein_closed_forms():
         tv.clopper_pearson(3, 4, 0.05)
     with pytest.raises(ValueError):
         tv.bernstein_threshold(1.0, 1.0, 1.5)
+
+
+# ---- summaries, JUnit, capabilities, and the test helper (terngrad.testing) ----------------------------
+
+
+def test_summary_is_short_and_says_how_to_reproduce():
+    bad = tv.run("mutant:sign-error", profile="quick", skip=["cross"])
+    text = bad.summary()
+    assert not bad.passed and text.startswith("terngrad verify: FAIL on mutant:sign-error")
+    assert len(text.splitlines()) <= 15  # at most 12 rows, the verdict, "... and N more", the command
+    assert "reproduce: terngrad verify --impl 'mutant:sign-error' --profile quick --seed 20171204 --skip cross" in text
+    ok = tv.run("optimized", profile="quick")
+    assert ok.summary().startswith("terngrad verify: PASS") and "0 of" in ok.summary()
+    assert ok.to_junit().count("<testcase ") == len(ok.rows)
+
+
+def test_capabilities_plan_only_what_applies():
+    assert set(tv.CAPABILITIES) == {"none", "clip", "saturate", "shared-scalar", "spec-stream"}
+    assert "f32-sigma" in tv.VARIANTS
+    r = tv.run("optimized", profile="quick", supports=["clip", "spec-stream"])
+    assert r.passed, r.summary()
+    skipped = {row.check for row in r.rows if row.kind == "skipped"}
+    assert skipped == {"layerwise", "aggregate"}  # both need a shared scalar
+    assert {"independence", "streams", "collision"} <= {row.check for row in r.rows if row.kind == "stat"}
+    with pytest.raises(ValueError):
+        tv.run("optimized", profile="quick", supports=["shared-scalar"])  # no clipping mode at all
+
+
+def test_assert_terngrad_raises_a_short_assertion(tmp_path):
+    from terngrad.testing import TerngradFailure, assert_terngrad
+
+    result = assert_terngrad("optimized", junit=str(tmp_path / "ok.xml"))
+    assert result.passed and (tmp_path / "ok.xml").read_text().startswith("<?xml")
+    with pytest.raises(AssertionError) as info:
+        assert_terngrad("mutant:p-grid-1024", skip=["cross"])
+    assert isinstance(info.value, TerngradFailure) and not info.value.result.passed
+    assert "unbiased-by-p/pladder" in str(info.value) and "reproduce:" in str(info.value)

@@ -128,6 +128,41 @@ nlohmann::json context_of(const std::vector<Result>& results) {
 
 }  // namespace
 
+std::string format_summary(const Result& res) {
+  const Profile& P = res.options.profile;
+  std::size_t failed = 0, stat = 0;
+  for (const auto& r : res.rows) failed += r.pass ? 0 : 1, stat += r.kind == "stat";
+  std::string out = strf("terngrad verify: %s on %s: %zu of %zu rows failed (alpha_total %.3g over %zu decisions)\n",
+                         res.pass() ? "PASS" : "FAIL", res.impl.c_str(), failed, res.rows.size(), P.alpha_total, stat);
+  std::size_t shown = 0;
+  for (const auto& r : res.rows) {
+    if (r.pass) continue;
+    if (++shown > 12) {
+      out += strf("  ... and %zu more (result.table() has them all)\n", failed - 12);
+      break;
+    }
+    std::string what = r.detail.size() > 160 ? r.detail.substr(0, 157) + "..." : r.detail;
+    out += "  " + r.id + ": " + r.statistic;
+    if (std::isfinite(r.effect)) out += strf(" (effect %.3g, detectable %.3g)", r.effect, r.detectable);
+    out += "; " + what + "\n";
+  }
+  if (P.name != "samples") {
+    std::string skip, sup;
+    for (const auto& s : res.options.skip) skip += (skip.empty() ? "" : ",") + s;
+    for (const auto& s : res.options.supports) sup += (sup.empty() ? "" : ",") + s;
+    const unsigned long long seed = res.options.seed;
+    if (res.impl.rfind("python:", 0) == 0)  // a Python draw function: the call, not a command line
+      out += strf("reproduce: terngrad.verify.run(%s, profile='%s', seed=%llu%s%s%s%s)\n", res.impl.substr(7).c_str(),
+                  P.name.c_str(), seed, skip.empty() ? "" : ", skip='", skip.c_str(), skip.empty() ? "" : "'.split(',')",
+                  sup.empty() ? "" : (", supports='" + sup + "'.split(',')").c_str());
+    else
+      out += strf("reproduce: terngrad verify --impl '%s' --profile %s --seed %llu%s%s%s%s\n", res.impl.c_str(),
+                  P.name.c_str(), seed, skip.empty() ? "" : " --skip ", skip.c_str(), sup.empty() ? "" : " --supports ",
+                  sup.c_str());
+  }
+  return out;
+}
+
 bool Result::as_expected() const {
   if (expected == "reject") return !pass();
   return pass();

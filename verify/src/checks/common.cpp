@@ -43,11 +43,12 @@ void Progress::add(double units, const std::string& what) {
   done_ += units;
   if (!on_) return;
   double t = elapsed();
-  if (t < 3.0 || t - last_ < (tty_ ? 0.5 : 10.0)) return;
+  if (t < 3.0 || t - last_ < (tty_ ? 0.5 : 5.0)) return;  // a line at least every 5 s in a log
   last_ = t;
   double frac = total_ > 0 ? std::min(1.0, done_ / total_) : 1.0;
-  std::fprintf(stderr, "%sverify: %3.0f%% after %.0f s (%s)%s", tty_ ? "\r" : "", 100.0 * frac, t, what.c_str(),
-               tty_ ? "\033[K" : "\n");
+  std::string eta = frac > 0.02 ? strf(", about %.0f s left", t * (1.0 - frac) / frac) : "";
+  std::fprintf(stderr, "%sverify: %3.0f%% after %.0f s%s (%s)%s", tty_ ? "\r" : "", 100.0 * frac, t, eta.c_str(),
+               what.c_str(), tty_ ? "\033[K" : "\n");
   std::fflush(stderr);
   shown_ = true;
 }

@@ -210,5 +210,8 @@ std::string format_compare_json(const CompareResult& result);
 std::string format_table(const Result& result);
 std::string format_json(const std::vector<Result>& results);
 std::string format_junit(const std::vector<Result>& results);
+/// A few lines for an assertion message: the verdict, each failed row with its effect against the
+/// detectable one and the reason, and the command line that reproduces the run.
+std::string format_summary(const Result& result);
 
 }  // namespace tg::verify
