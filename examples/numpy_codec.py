@@ -7,6 +7,8 @@ In-process (faster):  terngrad.verify.run(lambda g, **k: ternarize(g, k["seed"],
                       k["tensor"], k["step"], k["steps"], k["clip"], k["c"], k["scalar"]))
 Protocol:  numpy_codec.py --input G.npy --output OUT.npy --seed S --worker W --tensor T --step K
                           --steps N --clip none|clip|saturate --c C [--scalar S]
+           numpy_codec.py --serve   (persistent: the same arguments, one request per line of stdin;
+                          terngrad verify --impl serve:'build/venv/bin/python examples/numpy_codec.py')
 G.npy is float32 of shape (d,); OUT.npy gets float32 of shape (N, d), row j = s * trits at step K + j.
 
 The spec it follows (codec/include/tg/*.hpp): Philox4x32-10 keyed {seed lo, seed hi} with counter
@@ -16,6 +18,8 @@ min(max|g|, float(c * sigma)) with sigma summed in the canonical order of reduce
 with --scalar, s is the given shared scalar and cap = min(float(c * sigma), s).
 """
 import argparse
+import os
+import shlex
 import sys
 
 import numpy as np
@@ -114,7 +118,8 @@ def self_check():
             raise SystemExit("numpy_codec: Philox known answer failed")
 
 
-def main(argv):
+def handle(argv):
+    """One request of the protocol (the same arguments in both forms): read G.npy, write OUT.npy."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--input", required=True)
     p.add_argument("--output", required=True)
@@ -127,7 +132,6 @@ def main(argv):
     p.add_argument("--c", type=float, default=2.5)
     p.add_argument("--scalar", type=float, default=None)
     a = p.parse_args(argv)
-    self_check()
     g = np.load(a.input, allow_pickle=False)
     if g.dtype != np.float32 or g.ndim != 1:
         raise SystemExit(f"numpy_codec: input must be float32 of shape (d,), got {g.dtype} {g.shape}")
@@ -139,8 +143,31 @@ def main(argv):
     out = ternarize(g, a.seed, a.worker, a.tensor, a.step, a.steps, a.clip, a.c, a.scalar)
     tmp = a.output + ".tmp.npy"
     np.save(tmp, out)
-    import os
     os.replace(tmp, a.output)
+
+
+def serve():
+    """The persistent form (`--impl serve:CMD`): announce the protocol, then answer one request per
+    line of stdin (the one-shot arguments) with a line "ok" or "error MESSAGE" on stdout."""
+    print("terngrad-serve 1", flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            handle(shlex.split(line))
+            print("ok", flush=True)
+        except SystemExit as e:  # argparse and the checks above
+            print("error", str(e).replace("\n", " ") or "bad request", flush=True)
+        except Exception as e:  # noqa: BLE001 (any failure is reported, the process lives on)
+            print("error", repr(e).replace("\n", " "), flush=True)
+    return 0
+
+
+def main(argv):
+    self_check()
+    if argv == ["--serve"]:
+        return serve()
+    handle(argv)
     return 0
 
 

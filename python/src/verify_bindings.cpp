@@ -64,9 +64,12 @@ std::optional<float> scalar_of(nb::handle scalar, std::size_t i, std::size_t cou
   return nb::cast<float>(scalar);
 }
 
-// Rows of a (draws, d) array, or of a flat one of draws * d values.
+// Rows of a (draws, d) array, of a (draws, *g.shape) one (as `terngrad verify --samples` reads), or
+// of a flat one of draws * d values.
 void check_rows(const AnyArray& a, std::size_t draws, std::size_t d, const std::string& what) {
-  bool ok = a.ndim() == 2 ? a.shape(0) == draws && a.shape(1) == d : a.ndim() == 1 && a.size() == draws * d;
+  std::size_t row = 1;
+  for (size_t k = 1; k < a.ndim(); ++k) row *= a.shape(k);
+  bool ok = a.ndim() >= 2 ? a.shape(0) == draws && row == d : a.ndim() == 1 && a.size() == draws * d;
   if (!ok) {
     std::string got = "(";
     for (size_t k = 0; k < a.ndim(); ++k) got += (k ? ", " : "") + std::to_string(a.shape(k));
@@ -380,9 +383,9 @@ void bind_verify(nb::module_& m) {
           gv.push_back(float_view(gs[i], nth("g", i, count).c_str()));
           FloatView val = float_view(vs[i], nth("values", i, count).c_str());
           const std::size_t d = gv.back().span.size();
-          if (val.array.ndim() != 2)
-            bad_input(nth("values", i, count) + " must have shape (draws, " + std::to_string(d) + "), got " +
-                      std::to_string(val.array.ndim()) + " dimension(s)");
+          if (val.array.ndim() < 2)
+            bad_input(nth("values", i, count) + " must have shape (draws, " + std::to_string(d) +
+                      ") or (draws, *g.shape), got 1 dimension");
           check_rows(val.array, val.array.shape(0), d, nth("values", i, count));
           std::optional<float> s = scalar_of(scalar, i, count);
           draws.push_back(tv::draws_from_values(val.span, d, static_cast<std::uint32_t>(val.array.shape(0)), s,
@@ -393,7 +396,8 @@ void bind_verify(nb::module_& m) {
       },
       "g"_a, "values"_a, "clip"_a = "none", "c"_a = 2.5, "scalar"_a = nb::none(), "alpha"_a = 1e-6, "beta"_a = 1e-3,
       "independence"_a = true, "family"_a = "samples",
-      "check_samples on decoded estimates: values (float32, shape (draws, g.size)), row j = g~ of draw j. "
+      "check_samples on decoded estimates: values (float32, shape (draws, g.size) or (draws, *g.shape)), row j "
+      "= g~ of draw j. "
       "Each row's scalar is its largest |value| (a row of zeros takes `scalar`, or 0); a value that is not "
       "-s, 0 or +s fails the structure row. Lists of arrays check a layer-wise gradient.");
 

@@ -368,3 +368,13 @@ def test_assert_terngrad_raises_a_short_assertion(tmp_path):
         assert_terngrad("mutant:p-grid-1024", skip=["cross"])
     assert isinstance(info.value, TerngradFailure) and not info.value.result.passed
     assert "unbiased-by-p/pladder" in str(info.value) and "reproduce:" in str(info.value)
+
+
+def test_check_values_takes_draws_of_a_shaped_gradient():
+    # (draws, *g.shape), as `terngrad verify --samples` reads it
+    g = gaussian(1200, seed=4).reshape(30, 40)
+    values = np.stack([tg.decode(tg.encode(g.ravel(), seed=2, step=j)).values for j in range(32)]).reshape(32, 30, 40)
+    r = tv.check_values(g, values)
+    assert r.passed, r.summary()
+    with pytest.raises(ValueError, match="expected \\(32, 1200\\)"):
+        tv.check_values(g, values[:, :, :39].copy())

@@ -1,5 +1,5 @@
-// terngrad-bench: the external-codec sampler (`--impl exec:CMD`). For each request the battery
-// writes the gradient as a float32 .npy file and runs
+// terngrad-bench: the external-codec samplers (`--impl exec:CMD`, and `serve:CMD`, one process for
+// the whole run). For each request the battery writes the gradient as a float32 .npy file and runs
 //   CMD --input IN.npy --output OUT.npy --seed S --worker W --tensor T --step K --steps N
 //       --clip none|clip|saturate --c C [--scalar S]
 // and reads OUT.npy: float32, shape (N, d), row j = the decoded g~ at step K + j. Protocol and
@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -81,14 +82,57 @@ std::string tail_of(const fs::path& path, std::size_t max_chars) {
   return s.empty() ? "(none)" : s;
 }
 
+// Writes the gradient to `in` and returns the protocol's arguments for request r (both forms).
+std::string request_args(const DrawRequest& r, const fs::path& in, const fs::path& out) {
+  std::error_code ec;
+  fs::remove(out, ec);
+  write_npy(in, r.g, {r.g.size()});
+  char buf[64];
+  std::ostringstream a;
+  a << "--input " << quote(in.string()) << " --output " << quote(out.string()) << " --seed " << r.key.seed
+    << " --worker " << r.key.worker << " --tensor " << r.key.tensor << " --step " << r.key.step << " --steps "
+    << r.steps << " --clip " << to_string(r.params.clip);
+  std::snprintf(buf, sizeof buf, "%.17g", r.params.c);
+  a << " --c " << buf;
+  if (r.scalar) {
+    std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(*r.scalar));
+    a << " --scalar " << buf;
+  }
+  return a.str();
+}
+
+// Reads the program's answer to request r from `out`; `context` names the command or request.
+Draws read_output(const DrawRequest& r, const fs::path& out, const std::string& context) {
+  if (!fs::exists(out))
+    throw Error(ErrorCode::invalid_argument, "external codec answered but wrote no output file (" + out.string() +
+                                                 "); " + context);
+  NpyArray a;
+  try {
+    a = read_npy(out);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::invalid_argument, std::string("external codec output: ") + e.what());
+  }
+  if (a.shape.size() != 2 || a.shape[0] != r.steps || a.shape[1] != r.g.size()) {
+    std::string got = "(";
+    for (std::size_t k = 0; k < a.shape.size(); ++k) got += (k ? ", " : "") + std::to_string(a.shape[k]);
+    got += a.shape.size() == 1 ? ",)" : ")";
+    throw Error(ErrorCode::invalid_argument, "external codec output has shape " + got + ", expected (" +
+                                                 std::to_string(r.steps) + ", " + std::to_string(r.g.size()) + ")");
+  }
+  return draws_from_values(a.data, r.g.size(), r.steps, r.scalar, "external codec output");
+}
+
+fs::path make_temp_dir() {
+  std::string templ = (fs::temp_directory_path() / "tg-verify-XXXXXX").string();
+  if (!::mkdtemp(templ.data()))
+    throw Error(ErrorCode::invalid_argument, std::string("cannot create a temporary folder: ") + std::strerror(errno));
+  return templ;
+}
+
 class ExecSampler : public Sampler {
  public:
-  ExecSampler(std::string command, ExecOptions options) : command_(std::move(command)), options_(options) {
-    std::string templ = (fs::temp_directory_path() / "tg-verify-XXXXXX").string();
-    if (!::mkdtemp(templ.data()))
-      throw Error(ErrorCode::invalid_argument, std::string("cannot create a temporary folder: ") + std::strerror(errno));
-    dir_ = templ;
-  }
+  ExecSampler(std::string command, ExecOptions options)
+      : command_(std::move(command)), options_(options), dir_(make_temp_dir()) {}
   ~ExecSampler() override {
     std::error_code ec;
     fs::remove_all(dir_, ec);
@@ -99,38 +143,10 @@ class ExecSampler : public Sampler {
   Draws draw(const DrawRequest& r) override {
     SignalGuard::check();
     fs::path in = dir_ / "g.npy", out = dir_ / "out.npy", err = dir_ / "stderr.txt";
-    std::error_code ec;
-    fs::remove(out, ec);
-    write_npy(in, r.g, {r.g.size()});
-    char buf[64];
-    std::ostringstream cmd;
-    cmd << command_ << " --input " << quote(in.string()) << " --output " << quote(out.string())
-        << " --seed " << r.key.seed << " --worker " << r.key.worker << " --tensor " << r.key.tensor
-        << " --step " << r.key.step << " --steps " << r.steps << " --clip " << to_string(r.params.clip);
-    std::snprintf(buf, sizeof buf, "%.17g", r.params.c);
-    cmd << " --c " << buf;
-    if (r.scalar) {
-      std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(*r.scalar));
-      cmd << " --scalar " << buf;
-    }
-    run(cmd.str(), err);
-    if (!fs::exists(out))
-      throw Error(ErrorCode::invalid_argument, "external codec exited 0 but wrote no output file (" + out.string() +
-                                                   "); command: " + cmd.str());
-    NpyArray a;
-    try {
-      a = read_npy(out);
-    } catch (const Error& e) {
-      throw Error(ErrorCode::invalid_argument, std::string("external codec output: ") + e.what());
-    }
-    if (a.shape.size() != 2 || a.shape[0] != r.steps || a.shape[1] != r.g.size()) {
-      std::string got = "(";
-      for (std::size_t k = 0; k < a.shape.size(); ++k) got += (k ? ", " : "") + std::to_string(a.shape[k]);
-      got += a.shape.size() == 1 ? ",)" : ")";
-      throw Error(ErrorCode::invalid_argument, "external codec output has shape " + got + ", expected (" +
-                                                   std::to_string(r.steps) + ", " + std::to_string(r.g.size()) + ")");
-    }
-    return draws_from_values(a.data, r.g.size(), r.steps, r.scalar, "external codec output");
+    const std::string args = request_args(r, in, out);
+    const std::string cmd = command_ + " " + args;
+    run(cmd, err);
+    return read_output(r, out, "command: " + cmd);
   }
 
  private:
@@ -183,7 +199,144 @@ class ExecSampler : public Sampler {
   fs::path dir_;
 };
 
+
+// The persistent form (`--impl serve:CMD`): `CMD --serve` runs for the whole battery. It announces
+// itself with the line "terngrad-serve 1", then answers each request line (the one-shot arguments)
+// with a line "ok" (OUT.npy written) or "error MESSAGE". The per-request timeout, interruption and
+// the clean-up of the temporary folder work as in the one-shot form.
+class ServeSampler : public Sampler {
+ public:
+  ServeSampler(std::string command, ExecOptions options)
+      : command_(std::move(command)), options_(options), dir_(make_temp_dir()) {
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    ::sigaction(SIGPIPE, &ign, &old_pipe_);  // a program that died must be an error, not our death
+    start();
+  }
+  ~ServeSampler() override {
+    stop();
+    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string name() const override { return "serve:" + command_; }
+  std::uint64_t max_request_elements() const override { return std::uint64_t{1} << 24; }
+
+  Draws draw(const DrawRequest& r) override {
+    SignalGuard::check();
+    fs::path in = dir_ / "g.npy", out = dir_ / "out.npy";
+    const std::string args = request_args(r, in, out);
+    const std::string line = args + "\n";
+    if (::write(to_child_, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+      fail("could not send a request (" + std::string(std::strerror(errno)) + ")");
+    std::string answer = read_line("request: " + args);
+    if (answer.rfind("error", 0) == 0) fail("it answered '" + answer + "' to the request: " + args);
+    if (answer != "ok") fail("it answered '" + answer + "' instead of 'ok' or 'error MESSAGE'");
+    return read_output(r, out, "request: " + args);
+  }
+
+ private:
+  void start() {
+    int in_pipe[2], out_pipe[2];
+    if (::pipe(in_pipe) != 0 || ::pipe(out_pipe) != 0)
+      throw Error(ErrorCode::invalid_argument, std::string("pipe failed: ") + std::strerror(errno));
+    const fs::path err = dir_ / "stderr.txt";
+    const std::string cmd = command_ + " --serve";
+    std::fflush(nullptr);
+    pid_ = ::fork();
+    if (pid_ < 0) throw Error(ErrorCode::invalid_argument, std::string("fork failed: ") + std::strerror(errno));
+    if (pid_ == 0) {
+      ::setpgid(0, 0);
+      ::dup2(in_pipe[0], STDIN_FILENO);
+      ::dup2(out_pipe[1], STDOUT_FILENO);
+      if (!std::freopen(err.c_str(), "w", stderr)) ::_exit(127);
+      for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1]}) ::close(fd);
+      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::setpgid(pid_, pid_);
+    ::close(in_pipe[0]);
+    ::close(out_pipe[1]);
+    to_child_ = in_pipe[1];
+    from_child_ = out_pipe[0];
+    std::string hello = read_line("the handshake");
+    if (hello != "terngrad-serve 1")
+      fail("its first line was '" + hello + "', not the handshake 'terngrad-serve 1' (docs/battery.md, serve:)");
+  }
+
+  // One line from the program, within the per-request timeout; interruption and death are errors.
+  std::string read_line(const std::string& what) {
+    auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      auto nl = buffer_.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+        return line;
+      }
+      if (g_signal) {
+        stop();
+        SignalGuard::check();
+      }
+      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (elapsed > options_.timeout_s) {
+        char t[32];
+        std::snprintf(t, sizeof t, "%g", options_.timeout_s);
+        fail(std::string("no answer within ") + t + " s (--exec-timeout) to " + what);
+      }
+      pollfd p{from_child_, POLLIN, 0};
+      int ready = ::poll(&p, 1, 50);
+      if (ready < 0 && errno != EINTR) fail("poll failed");
+      if (ready <= 0) continue;
+      char chunk[4096];
+      ssize_t n = ::read(from_child_, chunk, sizeof chunk);
+      if (n == 0) fail("it exited (end of its output) while the battery waited for " + what);
+      if (n < 0 && errno != EINTR) fail("reading its output failed");
+      if (n > 0) buffer_.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+
+  [[noreturn]] void fail(const std::string& why) {
+    const std::string err = tail_of(dir_ / "stderr.txt", 600);
+    stop();
+    throw Error(ErrorCode::invalid_argument, "external codec (serve:" + command_ + "): " + why + "; its stderr: " + err);
+  }
+
+  // Closes its input (a well-behaved program then exits), waits briefly, then kills its process group.
+  void stop() {
+    if (to_child_ >= 0) ::close(to_child_), to_child_ = -1;
+    if (from_child_ >= 0) ::close(from_child_), from_child_ = -1;
+    if (pid_ <= 0) return;
+    int status = 0;
+    for (int i = 0; i < 100; ++i) {
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(-pid_, SIGKILL);
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+  SignalGuard signals_;  // first member: constructed first, destroyed last
+  std::string command_;
+  ExecOptions options_;
+  fs::path dir_;
+  struct sigaction old_pipe_ {};
+  pid_t pid_ = -1;
+  int to_child_ = -1, from_child_ = -1;
+  std::string buffer_;
+};
 }  // namespace
+
+std::unique_ptr<Sampler> make_serve_sampler(const std::string& command, const ExecOptions& options) {
+  if (!(options.timeout_s > 0.0)) throw Error(ErrorCode::invalid_argument, "exec timeout must be positive");
+  return std::make_unique<ServeSampler>(command, options);
+}
 
 std::unique_ptr<Sampler> make_exec_sampler(const std::string& command, const ExecOptions& options) {
   if (!(options.timeout_s > 0.0)) throw Error(ErrorCode::invalid_argument, "exec timeout must be positive");

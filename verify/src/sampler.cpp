@@ -476,6 +476,12 @@ std::unique_ptr<Sampler> make_sampler(const std::string& impl, const ExecOptions
       throw Error(ErrorCode::invalid_argument, "--impl exec: needs a command, e.g. exec:'python3 mycodec.py'");
     return make_exec_sampler(cmd, options);
   }
+  if (impl.rfind("serve:", 0) == 0) {
+    std::string cmd = impl.substr(6);
+    if (cmd.find_first_not_of(" \t") == std::string::npos)
+      throw Error(ErrorCode::invalid_argument, "--impl serve: needs a command, e.g. serve:'python3 mycodec.py'");
+    return make_serve_sampler(cmd, options);
+  }
   if (impl.rfind("mutant:", 0) == 0) {
     std::string name = impl.substr(7);
     return make_codec_sampler(make_mutant_codec(name), "mutant:" + name);
@@ -485,7 +491,7 @@ std::unique_ptr<Sampler> make_sampler(const std::string& impl, const ExecOptions
     return make_codec_sampler(make_variant_codec(name), "variant:" + name);
   }
   throw Error(ErrorCode::invalid_argument, "unknown --impl '" + impl +
-                                               "' (expected reference, optimized, cuda, exec:CMD, mutant:NAME or variant:NAME)");
+                                               "' (expected reference, optimized, cuda, exec:CMD, serve:CMD, mutant:NAME or variant:NAME)");
 }
 
 }  // namespace tg::verify

@@ -90,8 +90,10 @@ class Interrupted : public std::runtime_error {
   int signal_;
 };
 
-/// Runs `command` (a shell command line) with the protocol arguments appended.
+/// Runs `command` (a shell command line) with the protocol arguments appended, once per request.
 std::unique_ptr<Sampler> make_exec_sampler(const std::string& command, const ExecOptions& options);
+/// Starts `command --serve` once and sends it one request per line (docs/battery.md, serve:).
+std::unique_ptr<Sampler> make_serve_sampler(const std::string& command, const ExecOptions& options);
 
 /// Raised when an implementation cannot be used here (e.g. --impl cuda without a GPU): exit code 2.
 class Unavailable : public std::runtime_error {
