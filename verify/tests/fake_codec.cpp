@@ -1,26 +1,35 @@
 // terngrad-bench: a stand-in external codec for the exec-protocol tests (tests/test_exec.cpp).
 // Speaks the protocol of docs/battery.md; `--mode` picks a behaviour: good (reference codec), fail,
-// sleep, wrong-shape, wrong-dtype, nan, bad-values, no-output, garbage, plain, clip-only.
+// sleep, wrong-shape, wrong-dtype, nan, bad-values, no-output, garbage, plain, clip-only; with
+// --serve the persistent form (serve:), where die (exits at the first request) and chatter (answers
+// something else than ok) are two more.
 //   tg_verify_fake_codec --mode good --input g.npy --output out.npy --seed 1 ... --steps 2
+//   tg_verify_fake_codec --mode good --serve
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tg/atomic_file.hpp"
 #include "tg/codec.hpp"
 #include "tg/verify/npy.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+// One request: the one-shot arguments; returns the exit status the one-shot program would have.
+int handle(const std::vector<std::string>& args) {
   std::string mode = "good", in, out, clip = "none";
   std::uint64_t seed = 0;
   std::uint32_t worker = 0, tensor = 0, step = 0, steps = 1;
   double c = 2.5, scalar = -1;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i], v = argv[i + 1];
+  for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
+    const std::string& k = args[i];
+    const std::string& v = args[i + 1];
     if (k == "--mode") mode = v;
     else if (k == "--input") in = v;
     else if (k == "--output") out = v;
@@ -78,5 +87,46 @@ int main(int argc, char** argv) {
     return 0;
   }
   tg::verify::write_npy(out, vals, {steps, d});
+  return 0;
+}
+
+// Splits a request line: words separated by spaces, '...' quoting as the battery writes it.
+std::vector<std::string> words(const std::string& line) {
+  std::vector<std::string> out;
+  std::string w;
+  bool quoted = false, any = false;
+  for (char ch : line) {
+    if (ch == '\'') quoted = !quoted, any = true;
+    else if (ch == ' ' && !quoted) {
+      if (any) out.push_back(w);
+      w.clear(), any = false;
+    } else w += ch, any = true;
+  }
+  if (any) out.push_back(w);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> base;
+  bool serve = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--serve") serve = true;
+    else base.push_back(argv[i]);
+  }
+  if (!serve) return handle(base);
+  std::string mode = base.size() >= 2 && base[0] == "--mode" ? base[1] : "good";
+  std::cout << "terngrad-serve 1" << std::endl;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (mode == "die") return 4;
+    std::vector<std::string> args = base;
+    for (auto& w : words(line)) args.push_back(w);
+    int rc = handle(args);
+    if (mode == "chatter") std::cout << "hello" << std::endl;
+    else if (rc == 0) std::cout << "ok" << std::endl;
+    else std::cout << "error the fake codec failed with status " << rc << std::endl;
+  }
   return 0;
 }

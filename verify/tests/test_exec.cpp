@@ -1,6 +1,7 @@
-// terngrad-bench: the exec protocol of the battery against a stand-in program (fake_codec.cpp):
-// a correct program reproduces the reference bytes; failures, timeouts, wrong shapes/dtypes,
-// non-finite or malformed values give clear errors. Run: ctest -R tg_verify_tests
+// terngrad-bench: the exec protocol of the battery (one-shot exec: and persistent serve:) against a
+// stand-in program (fake_codec.cpp): a correct program reproduces the reference bytes; failures,
+// timeouts, wrong shapes/dtypes, non-finite or malformed values, a missing handshake or a program that
+// dies give clear errors. Run: ctest -R tg_verify_tests
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -78,6 +79,54 @@ TEST(Exec, ErrorsNameTheProblem) {
   EXPECT_NE(error_of("nan").find("not finite"), std::string::npos);
   EXPECT_NE(error_of("no-output").find("wrote no output file"), std::string::npos);
   EXPECT_NE(error_of("garbage").find("malformed .npy"), std::string::npos);
+}
+
+// ---- the persistent form (serve:) ------------------------------------------------------------------
+
+std::string serve_error_of(const std::string& mode, double timeout = 30.0) {
+  try {
+    auto s = make_serve_sampler(fake(mode), {timeout});
+    auto g = gradient(37);
+    s->draw({g, Params{}, {9, 1, 2, 3}, 2, std::nullopt});
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Serve, OneProcessReproducesReferenceBytes) {
+  auto g = gradient(1001);
+  auto ext = make_serve_sampler(fake("good"), {30.0});
+  auto ref = make_sampler("reference", {});
+  for (ClipMode m : {ClipMode::none, ClipMode::clip}) {
+    Params p;
+    p.clip = m;
+    for (std::optional<float> shared : {std::optional<float>{}, std::optional<float>{9.5f}}) {
+      DrawRequest r{g, p, {42, 1, 2, 7}, 3, shared};
+      Draws a = ext->draw(r), b = ref->draw(r);
+      EXPECT_EQ(a.trits, b.trits);
+      EXPECT_EQ(a.scalars, b.scalars);
+    }
+  }
+  EXPECT_EQ(ext->name(), "serve:" + fake("good"));
+}
+
+TEST(Serve, ErrorsNameTheProblem) {
+  EXPECT_NE(serve_error_of("fail").find("answered 'error the fake codec failed with status 3'"), std::string::npos);
+  EXPECT_NE(serve_error_of("fail").find("deliberate failure"), std::string::npos);  // its stderr
+  EXPECT_NE(serve_error_of("sleep", 0.3).find("no answer within 0.3 s"), std::string::npos);
+  EXPECT_NE(serve_error_of("die").find("it exited"), std::string::npos);
+  EXPECT_NE(serve_error_of("chatter").find("answered 'hello' instead of 'ok'"), std::string::npos);
+  EXPECT_NE(serve_error_of("wrong-shape").find("shape (75,), expected (2, 37)"), std::string::npos);
+  EXPECT_NE(serve_error_of("garbage").find("malformed .npy"), std::string::npos);
+  // a program that does not speak the persistent form fails the handshake
+  try {
+    make_serve_sampler("echo hello", {30.0});
+    ADD_FAILURE() << "no handshake error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not the handshake 'terngrad-serve 1'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Exec, ValuesOutsideTheTernaryLevelsAreADefect) {
