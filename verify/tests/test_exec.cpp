@@ -28,10 +28,11 @@ std::vector<float> gradient(std::size_t d) {
 
 std::string fake(const std::string& mode) { return std::string(TG_FAKE_CODEC) + " --mode " + mode; }
 
-std::string error_of(const std::string& mode, double timeout = 30.0) {
-  auto s = make_exec_sampler(fake(mode), {timeout});
-  auto g = gradient(37);
+// The error of one request to the stand-in program in `mode`, one-shot (exec:) or persistent (serve:).
+std::string error_of(const std::string& mode, double timeout = 30.0, bool serve = false) {
   try {
+    auto s = serve ? make_serve_sampler(fake(mode), {timeout}) : make_exec_sampler(fake(mode), {timeout});
+    auto g = gradient(37);
     s->draw({g, Params{}, {9, 1, 2, 3}, 2, std::nullopt});
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
@@ -39,6 +40,7 @@ std::string error_of(const std::string& mode, double timeout = 30.0) {
   }
   return "";
 }
+std::string serve_error_of(const std::string& mode, double timeout = 30.0) { return error_of(mode, timeout, true); }
 
 TEST(Exec, GoodProgramReproducesReferenceBytes) {
   auto g = gradient(1001);
@@ -82,18 +84,6 @@ TEST(Exec, ErrorsNameTheProblem) {
 }
 
 // ---- the persistent form (serve:) ------------------------------------------------------------------
-
-std::string serve_error_of(const std::string& mode, double timeout = 30.0) {
-  try {
-    auto s = make_serve_sampler(fake(mode), {timeout});
-    auto g = gradient(37);
-    s->draw({g, Params{}, {9, 1, 2, 3}, 2, std::nullopt});
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Serve, OneProcessReproducesReferenceBytes) {
   auto g = gradient(1001);
