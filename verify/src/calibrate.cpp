@@ -12,6 +12,7 @@
 
 #include <boost/math/distributions/binomial.hpp>
 #include <boost/math/distributions/chi_squared.hpp>
+#include <boost/math/distributions/students_t.hpp>
 #include <nlohmann/json.hpp>
 
 #include "checks/common.hpp"
@@ -100,7 +101,6 @@ Calibration calibrate(const std::function<std::unique_ptr<Sampler>()>& make, con
   }
   namespace bm = boost::math;
   const double a = (1.0 - o.ci) / static_cast<double>(std::max<std::size_t>(1, cal.rows.size()));  // per row
-  const double zq = normal_quantile(1.0 - a / 2.0);
   for (std::size_t i = 0; i < cal.rows.size(); ++i) {
     CalibrationRow& c = cal.rows[i];
     const auto& z = zs[i];
@@ -113,8 +113,10 @@ Calibration calibrate(const std::function<std::unique_ptr<Sampler>()>& make, con
       const double dof = static_cast<double>(z.size() - 1);
       c.z_mean = m;
       c.z_sd = std::sqrt(ss / dof);
-      c.mean_lo = m - zq * c.z_sd / std::sqrt(static_cast<double>(z.size()));
-      c.mean_hi = m + zq * c.z_sd / std::sqrt(static_cast<double>(z.size()));
+      // Student t with n - 1 degrees of freedom: the SD is estimated from the same few seeds
+      const double tq = bm::quantile(bm::complement(bm::students_t_distribution<double>(dof), a / 2.0));
+      c.mean_lo = m - tq * c.z_sd / std::sqrt(static_cast<double>(z.size()));
+      c.mean_hi = m + tq * c.z_sd / std::sqrt(static_cast<double>(z.size()));
       bm::chi_squared_distribution<double> chi(dof);
       c.sd_lo = std::sqrt(ss / bm::quantile(bm::complement(chi, a / 2.0)));
       c.sd_hi = std::sqrt(ss / bm::quantile(chi, a / 2.0));

@@ -21,7 +21,7 @@ struct CalibrateCliOptions {
   double alpha = 0.05;
   double ci = 0.95;
   unsigned threads = 0;
-  std::vector<std::string> skip;
+  std::vector<std::string> skip, supports;
   std::string json, out;
   bool no_progress = false;
 };
@@ -31,6 +31,7 @@ int run_calibrate(const CalibrateCliOptions& o) {
   co.base.profile = profile_named(o.profile);
   co.base.seed = o.seed;
   co.base.skip.insert(o.skip.begin(), o.skip.end());
+  co.base.supports.insert(o.supports.begin(), o.supports.end());
   co.seeds = o.seeds;
   co.alpha_total = o.alpha;
   co.ci = o.ci;
@@ -56,7 +57,7 @@ Command calibrate_command() {
         "calibrate", "The battery checking itself: run it on a correct implementation over many seeds and test each "
                      "statistical row's calibration (standardized SD <= 1, mean 0, valid p-values) and the whole-run "
                      "false-fail rate (exit 0 calibrated, 1 not, 2 error)");
-    sub->add_option("--impl", opts->impl, "A correct implementation: reference, optimized, cuda, variant:NAME, exec:'CMD'")
+    sub->add_option("--impl", opts->impl, "A correct implementation: reference, optimized, cuda, variant:NAME, exec:'CMD', serve:'CMD'")
         ->capture_default_str();
     sub->add_option("--profile", opts->profile, "quick, ci or full")
         ->check(CLI::IsMember({"quick", "ci", "full"}))
@@ -75,6 +76,9 @@ Command calibrate_command() {
     sub->add_option("--skip", opts->skip, "Checks to leave out, comma-separated")
         ->delimiter(',')
         ->check(CLI::IsMember(check_names()));
+    sub->add_option("--supports", opts->supports, "What the implementation implements (as verify --supports)")
+        ->delimiter(',')
+        ->check(CLI::IsMember(capability_names()));
     sub->add_option("--json", opts->json, "Write the calibration as JSON to FILE");
     sub->add_option("--output", opts->out, "Also write the table to FILE");
     sub->add_flag("--no-progress", opts->no_progress, "No progress lines on stderr");

@@ -228,8 +228,9 @@ Command verify_command() {
         "verify", "Statistical verification battery: structure, unbiasedness, variance, independence, streams, "
                   "clipping, layer-wise scalars, aggregation, cross-implementation bytes (exit 0 pass, 1 fail, 2 error)");
     sub->add_option("--impl", opts->impl,
-                    "Implementation: reference, optimized, cuda, exec:'CMD' (external program, docs/battery.md), "
-                    "mutant:NAME or variant:NAME (--list-mutants)")
+                    "Implementation: reference, optimized, cuda, exec:'CMD' (external program, one process per request, "
+                    "docs/battery.md), serve:'CMD' (one process for the run), mutant:NAME or variant:NAME "
+                    "(--list-mutants)")
         ->capture_default_str();
     sub->add_option("--profile", opts->profile, "quick (ctest), ci (default) or full")
         ->check(CLI::IsMember({"quick", "ci", "full"}))
