@@ -194,50 +194,284 @@ std::vector<std::string> plan_job(const JobSpec& job) {
   return ids;
 }
 
+namespace {
+
+// What the implementation reports, set from its first draw of each layer.
+struct Observed {
+  float scalar = 0.0f;
+  bool set = false;
+  bool tolerated = false;  // equal to the spec's, or within the clip-bound tolerance
+  std::uint64_t ulps = 0;
+  std::vector<std::int8_t> first_rows;
+  std::vector<float> first_scalars;
+};
+
+struct Acc {
+  double S = 0.0, V = 0.0, E = 0.0;  // statistic, its variance under H0, its expectation scale
+};
+
+// Everything a job accumulates over its draws; the emitters below turn it into rows.
+struct JobState {
+  Spec sp;
+  std::vector<Observed> obs;
+  std::vector<float> xmag;          // |x_k|, x = clamp(g, cap)
+  std::vector<std::int8_t> sgn;
+  std::vector<double> phat;         // keep probability with the observed scalar
+  std::vector<double> xrel, evar;   // |x_k| / N0; E (s t_k - x_k)^2 in N0 units
+  double N0 = 1.0, var_V = 0.0, var_E = 0.0, identity = 0.0, bvar = 0.0;
+  std::uint64_t infeasible = 0, structure_bad = 0, wrong_total = 0, max_ulps = 0;
+  std::string structure_msg;
+  std::vector<std::uint32_t> count;
+  double pooled_S = 0.0, var_S = 0.0;
+  std::array<double, 9> bin_S{}, bin_V{};
+  IndepPlan ip;
+  std::vector<Acc> blockacc, lagacc;
+};
+
+}  // namespace
+
+namespace {
+
+// ---- the rows of a job, from its accumulated sums ---------------------------------------------------
+
+void emit_structure(Ctx& c, const JobSpec& job, const JobState& st) {
+  const Spec& sp = st.sp;
+  const std::size_t D = job.grad.size();
+  const std::uint32_t n = job.steps;
+  const std::string& fam = job.grad.family;
+  const double beta = c.opt.profile.beta;
+  const bool random = random_under_h0(sp.pool_V);
+  (void)D, (void)n, (void)beta, (void)random;
+  const std::uint64_t structure_bad = st.structure_bad, max_ulps = st.max_ulps;
+  const std::string& structure_msg = st.structure_msg;
+  // structure (exact)
+  {
+    Row r = exact_row(prefix(job, "structure"), fam);
+    r.statistic = strf("%llu violations", static_cast<unsigned long long>(structure_bad));
+    r.pass = structure_bad == 0;
+    const bool tol = job.params.clip != ClipMode::none && sp.own_scalar;
+    r.detail = structure_bad ? structure_msg
+                             : strf("%u steps x %zu elements: values in {-s,0,+s}, signs kept, |x| >= s always kept, "
+                                    "g = 0 never kept%s; scalar %s%s",
+                                    n, D, job.fixed_samples ? "" : ", same key same bytes",
+                                    tol ? "within the clip-bound tolerance of the spec's" : "equal to the spec's",
+                                    tol ? strf(" (largest distance %llu of %u float32 ulps)",
+                                               static_cast<unsigned long long>(max_ulps), kClipBoundUlps).c_str()
+                                        : "");
+    c.rows.push_back(r);
+  }
+}
+
+void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) {
+  const Spec& sp = st.sp;
+  const std::size_t D = job.grad.size();
+  const std::uint32_t n = job.steps;
+  const std::string& fam = job.grad.family;
+  const double beta = c.opt.profile.beta;
+  const bool random = random_under_h0(sp.pool_V);
+  (void)D, (void)n, (void)beta, (void)random;
+  const auto& phat = st.phat;
+  const auto& count = st.count;
+  const auto &bin_S = st.bin_S, &bin_V = st.bin_V;
+  const std::uint64_t infeasible = st.infeasible, wrong_total = st.wrong_total;
+  const double pooled_S = st.pooled_S;
+  const std::string target = job.params.clip == ClipMode::none ? "x = g" : "x = clamp(g, c sigma)";
+  // unbiased, per coordinate: count_k ~ Binomial(n, p_k) exactly under H0; exact two-sided p-value per
+  // coordinate, the minimum Bonferroni-adjusted over the D coordinates.
+  {
+    Row r = random ? stat_row(c, prefix(job, "unbiased"), fam) : exact_row(prefix(job, "unbiased"), fam);
+    std::vector<std::size_t> candidates;
+    for (double level : {1e-3, 0.2}) {
+      const ClopperPearsonTable& tab = screening_table(n, level);
+      for (std::size_t e = 0; e < D; ++e) {
+        const double p = phat[e];
+        const std::uint32_t k = count[e];
+        const bool degenerate = p <= 0.0 || p >= 1.0;
+        if (degenerate ? (k != (p >= 1.0 ? n : 0)) : !(tab.lo[k] <= p && p <= tab.hi[k])) candidates.push_back(e);
+      }
+      if (!candidates.empty()) break;
+    }
+    if (candidates.empty())
+      for (std::size_t e = 0; e < D; ++e) candidates.push_back(e);
+    double minp = 1.0;
+    std::size_t worst = candidates.front(), bad = 0;
+    const double a_coord = c.alpha / static_cast<double>(D);
+    for (std::size_t e : candidates) {
+      double pv = binomial_two_sided_pvalue(n, count[e], phat[e]);
+      bad += pv <= a_coord;
+      if (pv < minp || (pv == minp && e < worst)) minp = pv, worst = e;
+    }
+    const double adj = std::min(1.0, minp * static_cast<double>(D));
+    r.statistic = strf("worst: %u/%u kept, p_k = %.4g", count[worst], n, phat[worst]);
+    if (random) {
+      r.threshold = "adj. p <= alpha";
+      r.p = adj;
+      r.pvalue = strf("adj. p = %.2g (min %.2g x %zu)", adj, minp, D);
+      r.power = strf("|dp| >= %.3g", detectable_dp(n, a_coord, beta));
+      r.pass = bad == 0;
+    } else {
+      r.threshold = "0 deviations";
+      r.pass = minp > 0.0;
+      r.power = "any deviation";
+    }
+    r.pass = r.pass && infeasible == 0 && wrong_total == 0;
+    if (infeasible) r.detail = strf("%llu elements have |x_k| > s (cannot be unbiased); ", static_cast<unsigned long long>(infeasible));
+    if (wrong_total) r.detail += strf("%llu outputs with the wrong sign; ", static_cast<unsigned long long>(wrong_total));
+    if (bad) r.detail += strf("%zu of %zu coordinates with exact p-value <= alpha/%zu = %.2g", bad, D, D, a_coord);
+    if (!random && minp == 0.0) r.detail += "keep probabilities are 0 or 1 under H0 but a count differs";
+    if (r.pass)
+      r.detail = strf("E[g~_k] = x_k for each of %zu coordinates (%s, s the reported scalar); %u draws; exact binomial, "
+                      "Bonferroni over coordinates", D, target.c_str(), n);
+    c.rows.push_back(r);
+  }
+  // unbiased, pooled: S = sum (sign(x) t - p), |term| <= 1, Var = n sum p(1-p).
+  double pooled_V = 0.0;
+  for (std::size_t e = 0; e < D; ++e) pooled_V += phat[e] * (1.0 - phat[e]);
+  pooled_V *= n;
+  out.pooled_S = pooled_S;
+  out.pooled_V = pooled_V;
+  if (random) {
+    c.rows.push_back(pooled_bias_row(c, prefix(job, "unbiased-pooled"), fam, pooled_S, pooled_V,
+                                     static_cast<double>(n) * static_cast<double>(D),
+                                     "Bernstein on the sum over draws and coordinates of sign(x_k) t_k - p_k (terms in "
+                                     "[-1,1], variance known under H0)"));
+  } else {
+    Row r = exact_row(prefix(job, "unbiased-pooled"), fam);
+    deterministic_row(r, pooled_S, 1e-9 * n * static_cast<double>(D), "sum of sign(x_k) t_k - p_k");
+    c.rows.push_back(r);
+  }
+  // unbiased by bins of p: a keep-probability error that depends on p and averages out overall.
+  if (job.p_bins)
+    for (std::size_t b = 0; b < sp.bin_weight.size(); ++b) {
+      if (!bin_planned(n * sp.bin_weight[b], n * sp.bin_var[b])) continue;
+      Row r = stat_row(c, prefix(job, "unbiased-by-p"), fam, p_bin_label(b));
+      auto o = bernstein_decide(bin_S[b], bin_V[b], 1.0, c.alpha, beta);
+      double R = 0.0;  // expected count of the rarer outcome in the bin
+      for (std::size_t e = 0; e < D; ++e)
+        if (sp.bin[e] == static_cast<int>(b)) R += std::min(phat[e], 1.0 - phat[e]);
+      R *= n;
+      r.statistic = strf("%s: rel. bias %+.3g", p_bin_label(b).c_str(), R > 0 ? bin_S[b] / R : 0.0);
+      r.threshold = strf("|.| <= %.3g", R > 0 ? o.threshold / R : 0.0);
+      r.power = strf("rel. bias >= %.3g", R > 0 ? o.detectable / R : 0.0);
+      apply(r, o, R);
+      r.detail = strf("sum of sign(x_k) t_k - p_k over the coordinates whose keep probability is in the bin, relative to "
+                      "the expected count of the rarer outcome (%.0f); Bernstein", R);
+      mark_rejected(r);
+      c.rows.push_back(r);
+    }
+}
+
+void emit_variance(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) {
+  const Spec& sp = st.sp;
+  const std::size_t D = job.grad.size();
+  const std::uint32_t n = job.steps;
+  const std::string& fam = job.grad.family;
+  const double beta = c.opt.profile.beta;
+  const bool random = random_under_h0(sp.pool_V);
+  (void)D, (void)n, (void)beta, (void)random;
+  const double var_S = st.var_S, var_V = st.var_V, var_E = st.var_E, bvar = st.bvar, identity = st.identity, N0 = st.N0;
+  // variance identity: sum over draws of (s t_k - x_k)^2 - E_k; |term| <= s^2; Var known exactly.
+  {
+    const double V = n * var_V, E = n * var_E;
+    Row r = random_under_h0(sp.var_V) ? stat_row(c, prefix(job, "variance"), fam) : exact_row(prefix(job, "variance"), fam);
+    if (random_under_h0(sp.var_V)) {
+      auto o = bernstein_decide(var_S, V, bvar, c.alpha, beta);
+      r.statistic = strf("ratio %.5f", E > 0 ? 1.0 + var_S / E : 1.0);
+      r.threshold = strf("1 +- %.3g", E > 0 ? o.threshold / E : 0.0);
+      r.power = strf("rel. error >= %.3g", E > 0 ? o.detectable / E : 0.0);
+      apply(r, o, E);
+      r.detail = strf("E||g~ - x||^2 = sum_l (s_l ||x_l||_1 - ||x_l||_2^2) = %.6g; observed mean %.6g", identity,
+                      (var_S / n + var_E) * N0 * N0);
+      mark_rejected(r);
+    } else {
+      deterministic_row(r, var_S, 1e-9 * n * std::max(1.0, E), "sum of (s t_k - x_k)^2 - E_k");
+    }
+    c.rows.push_back(r);
+    out.var_observed = (var_S / n + var_E) * N0 * N0;
+    out.var_identity = identity;
+  }
+}
+
+void emit_independence(Ctx& c, const JobSpec& job, const JobState& st) {
+  const Spec& sp = st.sp;
+  const std::size_t D = job.grad.size();
+  const std::uint32_t n = job.steps;
+  const std::string& fam = job.grad.family;
+  const double beta = c.opt.profile.beta;
+  const bool random = random_under_h0(sp.pool_V);
+  (void)D, (void)n, (void)beta, (void)random;
+  const IndepPlan& ip = st.ip;
+  for (std::size_t i = 0; i < ip.blocks.size(); ++i) {
+    auto [m, off] = ip.blocks[i];
+    Row r = stat_row(c, prefix(job, "independence"), fam, block_label(m, off));
+    Acc a = st.blockacc[i];
+    a.S -= a.E;
+    auto o = bernstein_decide(a.S, a.V, static_cast<double>(m * m), c.alpha, beta);
+    r.statistic = strf("%s: var ratio %.4f", block_label(m, off).c_str(), a.E > 0 ? 1.0 + a.S / a.E : 1.0);
+    r.threshold = strf("1 +- %.3g", a.E > 0 ? o.threshold / a.E : 0.0);
+    r.power = strf("block var +- %.3g", a.E > 0 ? o.detectable / a.E : 0.0);
+    apply(r, o, a.E);
+    r.detail = strf("keep masks in aligned blocks of %zu neighbours (from offset %zu): B = sum (b_k - p_k), E[B^2] = sum "
+                    "p(1-p) when the masks are independent (any correlation within a block moves it); Bernstein with "
+                    "exact fourth moments, |B^2 - E| <= %zu^2", m, off, m);
+    mark_rejected(r);
+    c.rows.push_back(r);
+  }
+  for (std::size_t i = 0; i < ip.lags.size(); ++i) {
+    const std::size_t lag = ip.lags[i];
+    Row r = stat_row(c, prefix(job, "independence"), fam, lag_label(lag));
+    const Acc& a = st.lagacc[i];
+    auto o = bernstein_decide(a.S, a.V, 1.0, c.alpha, beta);
+    r.statistic = strf("lag %zu: corr %+.4f", lag, a.E > 0 ? a.S / a.E : 0.0);
+    r.threshold = strf("|.| <= %.3g", a.E > 0 ? o.threshold / a.E : 0.0);
+    r.power = strf("corr >= %.3g", a.E > 0 ? o.detectable / a.E : 0.0);
+    apply(r, o, a.E);
+    r.detail = strf("sum of (b_k - p_k)(b_{k+%zu} - p_{k+%zu}) over disjoint pairs (k in the first half of each window of "
+                    "%zu), independent terms in [-1,1]; Bernstein", lag, lag, 2 * lag);
+    mark_rejected(r);
+    c.rows.push_back(r);
+  }
+}
+
+}  // namespace
+
 JobOut run_job(Ctx& c, const JobSpec& job) {
-  const Spec sp = make_spec(job);
   const Gradient& G = job.grad;
   const std::size_t D = G.size();
   const std::uint32_t n = job.steps;
-  const std::string fam = G.family;
-  const double beta = c.opt.profile.beta;
-  const bool random = random_under_h0(sp.pool_V);
 
-  // What the implementation reports, set from its first draw of each layer.
-  struct Observed {
-    float scalar = 0.0f;
-    bool set = false;
-    bool tolerated = false;  // equal to the spec's, or within the clip-bound tolerance
-    std::uint64_t ulps = 0;
-    std::vector<std::int8_t> first_rows;
-    std::vector<float> first_scalars;
-  };
-  std::vector<Observed> obs(sp.layers.size());
+  JobState st;
+  st.sp = make_spec(job);
+  const Spec& sp = st.sp;
+  std::vector<Observed>& obs = st.obs;
+  obs.resize(sp.layers.size());
 
-  // Per-element quantities under H0 with the observed scalar (set with it).
-  std::vector<float> xmag(D);        // |x_k|, x = clamp(g, cap)
-  std::vector<std::int8_t> sgn(D);
-  std::vector<double> phat(D, 0.0);  // keep probability with the observed scalar
-  std::vector<double> xrel(D), evar(D);
+  // Per-element quantities under H0 with the observed scalar (set with it), and the sums.
+  auto& xmag = st.xmag;
+  auto& sgn = st.sgn;
+  auto& phat = st.phat;
+  auto& xrel = st.xrel;
+  auto& evar = st.evar;
+  xmag.assign(D, 0.0f), sgn.assign(D, 0), phat.assign(D, 0.0), xrel.assign(D, 0.0), evar.assign(D, 0.0);
   std::vector<double> wscale(sp.layers.size(), 0.0);
-  double N0 = 1.0, var_V = 0.0, var_E = 0.0, identity = 0.0, bvar = 0.0;
-  std::uint64_t infeasible = 0;
-
-  std::string structure_msg, defect;
-  std::uint64_t structure_bad = 0;
+  double &N0 = st.N0, &var_V = st.var_V, &var_E = st.var_E, &identity = st.identity, &bvar = st.bvar;
+  std::uint64_t& infeasible = st.infeasible;
+  std::string defect;
   auto structure_fail = [&](const std::string& m) {
-    if (structure_bad++ == 0) structure_msg = m;
+    if (st.structure_bad++ == 0) st.structure_msg = m;
   };
-  std::vector<std::uint32_t> count(D, 0);
-  std::uint64_t wrong_total = 0;
-  double pooled_S = 0.0, var_S = 0.0;
-  std::array<double, 9> bin_S{}, bin_V{};
+  auto& count = st.count;
+  count.assign(D, 0);
+  std::uint64_t& wrong_total = st.wrong_total;
+  double &pooled_S = st.pooled_S, &var_S = st.var_S;
+  auto &bin_S = st.bin_S, &bin_V = st.bin_V;
   std::uint64_t scalar_changes = 0;
 
   // independence accumulators
-  const IndepPlan ip = job.independence && random ? indep_plan(G, n) : IndepPlan{};
-  struct Acc { double S = 0.0, V = 0.0, E = 0.0; };
-  std::vector<Acc> blockacc(ip.blocks.size()), lagacc(ip.lags.size());
+  st.ip = job.independence && random_under_h0(sp.pool_V) ? indep_plan(G, n) : IndepPlan{};
+  const IndepPlan& ip = st.ip;
+  auto &blockacc = st.blockacc, &lagacc = st.lagacc;
+  blockacc.assign(ip.blocks.size(), {}), lagacc.assign(ip.lags.size(), {});
   std::vector<double> centred;
 
   // Sets the observed scalar of layer li and every per-element quantity that depends on it.
@@ -319,7 +553,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
   const std::uint64_t per_req = c.sampler.max_request_elements();
   std::uint32_t chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(per_req / std::max<std::size_t>(D, 1), 2, n));
   chunk -= chunk % 2;
-  const std::string what = (job.check.empty() ? "" : job.check + " ") + fam;
+  const std::string what = (job.check.empty() ? "" : job.check + " ") + G.family;
   bool observed_all = false;
   for (std::uint32_t j0 = 0; j0 < n; j0 += chunk) {
     const std::uint32_t cnt = std::min(chunk, n - j0);
@@ -413,7 +647,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
   }
   if (!defect.empty()) structure_fail(defect);
   // The scalar against the spec's: bit for bit, or within the clip-bound tolerance under clipping.
-  std::uint64_t max_ulps = 0;
+  std::uint64_t& max_ulps = st.max_ulps;
   for (std::size_t li = 0; li < sp.layers.size(); ++li) {
     const Observed& o = obs[li];
     const SpecLayer& l = sp.layers[li];
@@ -429,157 +663,12 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
                             : "must be equal"));
   }
 
+  // The rows, from what was accumulated.
+  emit_structure(c, job, st);
   JobOut out;
-  // structure (exact)
-  {
-    Row r = exact_row(prefix(job, "structure"), fam);
-    r.statistic = strf("%llu violations", static_cast<unsigned long long>(structure_bad));
-    r.pass = structure_bad == 0;
-    const bool tol = job.params.clip != ClipMode::none && sp.own_scalar;
-    r.detail = structure_bad ? structure_msg
-                             : strf("%u steps x %zu elements: values in {-s,0,+s}, signs kept, |x| >= s always kept, "
-                                    "g = 0 never kept%s; scalar %s%s",
-                                    n, D, job.fixed_samples ? "" : ", same key same bytes",
-                                    tol ? "within the clip-bound tolerance of the spec's" : "equal to the spec's",
-                                    tol ? strf(" (largest distance %llu of %u float32 ulps)",
-                                               static_cast<unsigned long long>(max_ulps), kClipBoundUlps).c_str()
-                                        : "");
-    c.rows.push_back(r);
-  }
-  const std::string target = job.params.clip == ClipMode::none ? "x = g" : "x = clamp(g, c sigma)";
-  // unbiased, per coordinate: count_k ~ Binomial(n, p_k) exactly under H0; exact two-sided p-value per
-  // coordinate, the minimum Bonferroni-adjusted over the D coordinates.
-  {
-    Row r = random ? stat_row(c, prefix(job, "unbiased"), fam) : exact_row(prefix(job, "unbiased"), fam);
-    std::vector<std::size_t> candidates;
-    for (double level : {1e-3, 0.2}) {
-      const ClopperPearsonTable& tab = screening_table(n, level);
-      for (std::size_t e = 0; e < D; ++e) {
-        const double p = phat[e];
-        const std::uint32_t k = count[e];
-        const bool degenerate = p <= 0.0 || p >= 1.0;
-        if (degenerate ? (k != (p >= 1.0 ? n : 0)) : !(tab.lo[k] <= p && p <= tab.hi[k])) candidates.push_back(e);
-      }
-      if (!candidates.empty()) break;
-    }
-    if (candidates.empty())
-      for (std::size_t e = 0; e < D; ++e) candidates.push_back(e);
-    double minp = 1.0;
-    std::size_t worst = candidates.front(), bad = 0;
-    const double a_coord = c.alpha / static_cast<double>(D);
-    for (std::size_t e : candidates) {
-      double pv = binomial_two_sided_pvalue(n, count[e], phat[e]);
-      bad += pv <= a_coord;
-      if (pv < minp || (pv == minp && e < worst)) minp = pv, worst = e;
-    }
-    const double adj = std::min(1.0, minp * static_cast<double>(D));
-    r.statistic = strf("worst: %u/%u kept, p_k = %.4g", count[worst], n, phat[worst]);
-    if (random) {
-      r.threshold = "adj. p <= alpha";
-      r.p = adj;
-      r.pvalue = strf("adj. p = %.2g (min %.2g x %zu)", adj, minp, D);
-      r.power = strf("|dp| >= %.3g", detectable_dp(n, a_coord, beta));
-      r.pass = bad == 0;
-    } else {
-      r.threshold = "0 deviations";
-      r.pass = minp > 0.0;
-      r.power = "any deviation";
-    }
-    r.pass = r.pass && infeasible == 0 && wrong_total == 0;
-    if (infeasible) r.detail = strf("%llu elements have |x_k| > s (cannot be unbiased); ", static_cast<unsigned long long>(infeasible));
-    if (wrong_total) r.detail += strf("%llu outputs with the wrong sign; ", static_cast<unsigned long long>(wrong_total));
-    if (bad) r.detail += strf("%zu of %zu coordinates with exact p-value <= alpha/%zu = %.2g", bad, D, D, a_coord);
-    if (!random && minp == 0.0) r.detail += "keep probabilities are 0 or 1 under H0 but a count differs";
-    if (r.pass)
-      r.detail = strf("E[g~_k] = x_k for each of %zu coordinates (%s, s the reported scalar); %u draws; exact binomial, "
-                      "Bonferroni over coordinates", D, target.c_str(), n);
-    c.rows.push_back(r);
-  }
-  // unbiased, pooled: S = sum (sign(x) t - p), |term| <= 1, Var = n sum p(1-p).
-  double pooled_V = 0.0;
-  for (std::size_t e = 0; e < D; ++e) pooled_V += phat[e] * (1.0 - phat[e]);
-  pooled_V *= n;
-  out.pooled_S = pooled_S;
-  out.pooled_V = pooled_V;
-  if (random) {
-    c.rows.push_back(pooled_bias_row(c, prefix(job, "unbiased-pooled"), fam, pooled_S, pooled_V,
-                                     static_cast<double>(n) * static_cast<double>(D),
-                                     "Bernstein on the sum over draws and coordinates of sign(x_k) t_k - p_k (terms in "
-                                     "[-1,1], variance known under H0)"));
-  } else {
-    Row r = exact_row(prefix(job, "unbiased-pooled"), fam);
-    deterministic_row(r, pooled_S, 1e-9 * n * static_cast<double>(D), "sum of sign(x_k) t_k - p_k");
-    c.rows.push_back(r);
-  }
-  // unbiased by bins of p: a keep-probability error that depends on p and averages out overall.
-  if (job.p_bins)
-    for (std::size_t b = 0; b < sp.bin_weight.size(); ++b) {
-      if (!bin_planned(n * sp.bin_weight[b], n * sp.bin_var[b])) continue;
-      Row r = stat_row(c, prefix(job, "unbiased-by-p"), fam, p_bin_label(b));
-      auto o = bernstein_decide(bin_S[b], bin_V[b], 1.0, c.alpha, beta);
-      double R = 0.0;  // expected count of the rarer outcome in the bin
-      for (std::size_t e = 0; e < D; ++e)
-        if (sp.bin[e] == static_cast<int>(b)) R += std::min(phat[e], 1.0 - phat[e]);
-      R *= n;
-      r.statistic = strf("%s: rel. bias %+.3g", p_bin_label(b).c_str(), R > 0 ? bin_S[b] / R : 0.0);
-      r.threshold = strf("|.| <= %.3g", R > 0 ? o.threshold / R : 0.0);
-      r.power = strf("rel. bias >= %.3g", R > 0 ? o.detectable / R : 0.0);
-      apply(r, o, R);
-      r.detail = strf("sum of sign(x_k) t_k - p_k over the coordinates whose keep probability is in the bin, relative to "
-                      "the expected count of the rarer outcome (%.0f); Bernstein", R);
-      mark_rejected(r);
-      c.rows.push_back(r);
-    }
-  // variance identity: sum over draws of (s t_k - x_k)^2 - E_k; |term| <= s^2; Var known exactly.
-  {
-    const double V = n * var_V, E = n * var_E;
-    Row r = random_under_h0(sp.var_V) ? stat_row(c, prefix(job, "variance"), fam) : exact_row(prefix(job, "variance"), fam);
-    if (random_under_h0(sp.var_V)) {
-      auto o = bernstein_decide(var_S, V, bvar, c.alpha, beta);
-      r.statistic = strf("ratio %.5f", E > 0 ? 1.0 + var_S / E : 1.0);
-      r.threshold = strf("1 +- %.3g", E > 0 ? o.threshold / E : 0.0);
-      r.power = strf("rel. error >= %.3g", E > 0 ? o.detectable / E : 0.0);
-      apply(r, o, E);
-      r.detail = strf("E||g~ - x||^2 = sum_l (s_l ||x_l||_1 - ||x_l||_2^2) = %.6g; observed mean %.6g", identity,
-                      (var_S / n + var_E) * N0 * N0);
-      mark_rejected(r);
-    } else {
-      deterministic_row(r, var_S, 1e-9 * n * std::max(1.0, E), "sum of (s t_k - x_k)^2 - E_k");
-    }
-    c.rows.push_back(r);
-    out.var_observed = (var_S / n + var_E) * N0 * N0;
-    out.var_identity = identity;
-  }
-  for (std::size_t i = 0; i < ip.blocks.size(); ++i) {
-    auto [m, off] = ip.blocks[i];
-    Row r = stat_row(c, prefix(job, "independence"), fam, block_label(m, off));
-    Acc& a = blockacc[i];
-    a.S -= a.E;
-    auto o = bernstein_decide(a.S, a.V, static_cast<double>(m * m), c.alpha, beta);
-    r.statistic = strf("%s: var ratio %.4f", block_label(m, off).c_str(), a.E > 0 ? 1.0 + a.S / a.E : 1.0);
-    r.threshold = strf("1 +- %.3g", a.E > 0 ? o.threshold / a.E : 0.0);
-    r.power = strf("block var +- %.3g", a.E > 0 ? o.detectable / a.E : 0.0);
-    apply(r, o, a.E);
-    r.detail = strf("keep masks in aligned blocks of %zu neighbours (from offset %zu): B = sum (b_k - p_k), E[B^2] = sum "
-                    "p(1-p) when the masks are independent (any correlation within a block moves it); Bernstein with "
-                    "exact fourth moments, |B^2 - E| <= %zu^2", m, off, m);
-    mark_rejected(r);
-    c.rows.push_back(r);
-  }
-  for (std::size_t i = 0; i < ip.lags.size(); ++i) {
-    const std::size_t lag = ip.lags[i];
-    Row r = stat_row(c, prefix(job, "independence"), fam, lag_label(lag));
-    const Acc& a = lagacc[i];
-    auto o = bernstein_decide(a.S, a.V, 1.0, c.alpha, beta);
-    r.statistic = strf("lag %zu: corr %+.4f", lag, a.E > 0 ? a.S / a.E : 0.0);
-    r.threshold = strf("|.| <= %.3g", a.E > 0 ? o.threshold / a.E : 0.0);
-    r.power = strf("corr >= %.3g", a.E > 0 ? o.detectable / a.E : 0.0);
-    apply(r, o, a.E);
-    r.detail = strf("sum of (b_k - p_k)(b_{k+%zu} - p_{k+%zu}) over disjoint pairs (k in the first half of each window of "
-                    "%zu), independent terms in [-1,1]; Bernstein", lag, lag, 2 * lag);
-    mark_rejected(r);
-    c.rows.push_back(r);
-  }
+  emit_unbiased(c, job, st, out);
+  emit_variance(c, job, st, out);
+  emit_independence(c, job, st);
   return out;
 }
 
