@@ -239,9 +239,6 @@ void emit_structure(Ctx& c, const JobSpec& job, const JobState& st) {
   const std::size_t D = job.grad.size();
   const std::uint32_t n = job.steps;
   const std::string& fam = job.grad.family;
-  const double beta = c.opt.profile.beta;
-  const bool random = random_under_h0(sp.pool_V);
-  (void)D, (void)n, (void)beta, (void)random;
   const std::uint64_t structure_bad = st.structure_bad, max_ulps = st.max_ulps;
   const std::string& structure_msg = st.structure_msg;
   // structure (exact)
@@ -268,8 +265,7 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
   const std::uint32_t n = job.steps;
   const std::string& fam = job.grad.family;
   const double beta = c.opt.profile.beta;
-  const bool random = random_under_h0(sp.pool_V);
-  (void)D, (void)n, (void)beta, (void)random;
+  const bool random = random_under_h0(st.sp.pool_V);
   const auto& phat = st.phat;
   const auto& count = st.count;
   const auto &bin_S = st.bin_S, &bin_V = st.bin_V;
@@ -363,12 +359,9 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
 
 void emit_variance(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) {
   const Spec& sp = st.sp;
-  const std::size_t D = job.grad.size();
   const std::uint32_t n = job.steps;
   const std::string& fam = job.grad.family;
   const double beta = c.opt.profile.beta;
-  const bool random = random_under_h0(sp.pool_V);
-  (void)D, (void)n, (void)beta, (void)random;
   const double var_S = st.var_S, var_V = st.var_V, var_E = st.var_E, bvar = st.bvar, identity = st.identity, N0 = st.N0;
   // variance identity: sum over draws of (s t_k - x_k)^2 - E_k; |term| <= s^2; Var known exactly.
   {
@@ -393,13 +386,8 @@ void emit_variance(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
 }
 
 void emit_independence(Ctx& c, const JobSpec& job, const JobState& st) {
-  const Spec& sp = st.sp;
-  const std::size_t D = job.grad.size();
-  const std::uint32_t n = job.steps;
   const std::string& fam = job.grad.family;
   const double beta = c.opt.profile.beta;
-  const bool random = random_under_h0(sp.pool_V);
-  (void)D, (void)n, (void)beta, (void)random;
   const IndepPlan& ip = st.ip;
   for (std::size_t i = 0; i < ip.blocks.size(); ++i) {
     auto [m, off] = ip.blocks[i];

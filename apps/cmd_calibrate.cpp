@@ -1,5 +1,6 @@
-// terngrad-bench: `terngrad calibrate`: the battery checking itself under the null on a correct
-// implementation over many seeds (tg::verify::calibrate). Exit 0 calibrated, 1 not, 2 usage error.
+// terngrad-bench: `terngrad calibrate`, on top of the verify library: the battery checking itself under
+// the null on a correct implementation over many seeds (tg::verify::calibrate). Exit 0 calibrated,
+// 1 not, 2 usage error.
 //   terngrad calibrate [--impl optimized] [--profile quick] [--seeds 400] [--alpha 0.05] [--json F]
 #include <cstdio>
 #include <memory>
