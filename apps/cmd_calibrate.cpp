@@ -50,7 +50,7 @@ int run_calibrate(const CalibrateCliOptions& o) {
 
 }  // namespace
 
-Command calibrate_command() {
+static Command calibrate_command() {
   auto opts = std::make_shared<CalibrateCliOptions>();
   Command c;
   c.add_fn = [opts](CLI::App& app) {
@@ -88,5 +88,7 @@ Command calibrate_command() {
   c.run_fn = [opts] { return guarded("calibrate", [&] { return run_calibrate(*opts); }); };
   return c;
 }
+
+const RegisterCommands kRegistered{30, [] { return std::vector<Command>{calibrate_command()}; }};
 
 }  // namespace tg::app

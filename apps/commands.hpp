@@ -1,5 +1,7 @@
-// terngrad-bench: registry of the `terngrad` subcommands. Each subcommand lives in its own file and
-// contributes one Command: how to add its options to the parser, and what to run.
+// terngrad-bench: registry of the `terngrad` subcommands. Each subcommand lives in its own file
+// apps/cmd_<name>.cpp and registers itself with a RegisterCommands object: how to add its options to
+// the parser, and what to run. apps/CMakeLists.txt compiles a cmd_*.cpp only when the library it
+// drives is built, so the list of subcommands is the list of files compiled in (no #ifdef, no list).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -37,7 +39,12 @@ inline CLI::Validator positive_finite() {
 // Runs fn, turning tg::Error and std::exception into one line on stderr and exit code 2.
 int guarded(const char* command, const std::function<int()>& fn);
 
-Command demo_command();
+// Registers the commands made by `make` at static initialisation; `order` sorts them in --help.
+struct RegisterCommands {
+  RegisterCommands(int order, std::function<std::vector<Command>()> make);
+};
+
+// Every registered command, in `order`.
 std::vector<Command> all_commands();
 
 }  // namespace tg::app

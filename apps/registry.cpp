@@ -1,4 +1,5 @@
 // terngrad-bench: the list of subcommands of `terngrad`, and their shared error handling.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -7,21 +8,6 @@
 #include "tg/error.hpp"
 
 namespace tg::app {
-
-#ifdef TG_HAVE_CMD_VERIFY
-Command verify_command();
-Command compare_command();
-Command calibrate_command();
-#endif
-#ifdef TG_HAVE_CMD_CONVERGE
-Command converge_command();
-#endif
-#ifdef TG_HAVE_CMD_TRAIN
-std::vector<Command> train_commands();  // train, and its multi-process launcher
-#endif
-#ifdef TG_HAVE_CMD_REPORT
-Command report_command();
-#endif
 
 int guarded(const char* command, const std::function<int()>& fn) {
   try {
@@ -34,23 +20,27 @@ int guarded(const char* command, const std::function<int()>& fn) {
   return 2;
 }
 
+namespace {
+struct Entry {
+  int order;
+  std::function<std::vector<Command>()> make;
+};
+std::vector<Entry>& entries() {  // a function-local static: safe from any static initialiser
+  static std::vector<Entry> list;
+  return list;
+}
+}  // namespace
+
+RegisterCommands::RegisterCommands(int order, std::function<std::vector<Command>()> make) {
+  entries().push_back({order, std::move(make)});
+}
+
 std::vector<Command> all_commands() {
+  std::vector<Entry> sorted = entries();
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Entry& a, const Entry& b) { return a.order < b.order; });
   std::vector<Command> list;
-#ifdef TG_HAVE_CMD_VERIFY
-  list.push_back(verify_command());
-  list.push_back(compare_command());
-  list.push_back(calibrate_command());
-#endif
-#ifdef TG_HAVE_CMD_CONVERGE
-  list.push_back(converge_command());
-#endif
-#ifdef TG_HAVE_CMD_TRAIN
-  for (auto& c : train_commands()) list.push_back(c);
-#endif
-#ifdef TG_HAVE_CMD_REPORT
-  list.push_back(report_command());
-#endif
-  list.push_back(demo_command());
+  for (const Entry& e : sorted)
+    for (Command& c : e.make()) list.push_back(std::move(c));
   return list;
 }
 

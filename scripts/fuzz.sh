@@ -4,19 +4,16 @@
 # allocation over the limit or property violation, naming the input that caused it.
 #   bash scripts/fuzz.sh [seconds-per-target] [target ...]     (targets: fuzz_decode fuzz_decode_resealed
 #                                                               fuzz_encode fuzz_npy; default all built)
-#   FUZZ_BUILD=build/fuzz-clang (build folder)   FUZZ_ARGS="..." (extra libFuzzer flags)
-# A crashing input is saved under $FUZZ_BUILD/artifacts/<target>/; copy it into
+#   FUZZ_ARGS="..." (extra libFuzzer flags); the build is the main project's `fuzz` preset (build/fuzz)
+# A crashing input is saved under build/fuzz/artifacts/<target>/; copy it into
 # fuzz/regressions/<corpus>/ so that tg_reliability_tests replays it forever (fuzz/README in reports/reliability.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 shift || true
-build=${FUZZ_BUILD:-build/fuzz-clang}
+build=build/fuzz
 
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S fuzz -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DTG_FUZZ=ON -DTG_FUZZ_SANITIZERS=address,undefined >/dev/null
-fi
+[ -f "$build/CMakeCache.txt" ] || cmake --preset fuzz >/dev/null
 cmake --build "$build" --target tg_fuzz_targets -j2
 
 corpus_of() {
@@ -31,7 +28,7 @@ corpus_of() {
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   for t in fuzz_decode fuzz_decode_resealed fuzz_encode fuzz_npy; do
-    [ -x "$build/$t" ] && targets+=("$t")
+    [ -x "$build/fuzz/$t" ] && targets+=("$t")
   done
 fi
 
@@ -49,7 +46,7 @@ for t in "${targets[@]}"; do
   set +e
   # -malloc_limit_mb: a single allocation above 256 MiB is reported as a crash (allocation storm);
   # inputs up to 4 KiB, 10 s per input at most.
-  "$build/$t" "$work" "$seeds" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+  "$build/fuzz/$t" "$work" "$seeds" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
     -malloc_limit_mb=256 -artifact_prefix="$artifacts/" -print_final_stats=1 ${FUZZ_ARGS:-} >"$log" 2>&1
   rc=$?
   set -e

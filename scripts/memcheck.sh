@@ -4,14 +4,14 @@
 # test (exhaustive ones included) under AddressSanitizer + UndefinedBehaviorSanitizer (clang builds).
 # Fails on any memcheck error, leak, data race or sanitizer report.
 #   bash scripts/memcheck.sh [valgrind|tsan|asan|all]        (default all)
-#   MEMCHECK_BUILD=build/default (a g++ build of the project)   TSAN_BUILD=build/fuzz-tsan
-#   ASAN_BUILD=build/fuzz-clang (shared with scripts/fuzz.sh)
+#   MEMCHECK_BUILD=build/default (a g++ build of the project); ThreadSanitizer in the `tsan` preset
+#   (build/tsan), ASan + UBSan in the `fuzz` preset (build/fuzz, shared with scripts/fuzz.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
 build=${MEMCHECK_BUILD:-build/default}
-tsan=${TSAN_BUILD:-build/fuzz-tsan}
-asan=${ASAN_BUILD:-build/fuzz-clang}
+tsan=build/tsan
+asan=build/fuzz
 
 run_valgrind() {
   [ -f "$build/CMakeCache.txt" ] || cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -30,24 +30,22 @@ run_valgrind() {
 }
 
 run_tsan() {
-  [ -f "$tsan/CMakeCache.txt" ] || cmake -S fuzz -B "$tsan" -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_FUZZ=OFF -DTG_FUZZ_SANITIZERS=thread >/dev/null
+  [ -f "$tsan/CMakeCache.txt" ] || cmake --preset tsan >/dev/null
   cmake --build "$tsan" --target tg_reliability_tests -j2
   echo "memcheck: ThreadSanitizer on the threaded codec (Threads.*)"
   # clang 14's TSan needs the classic address-space layout; setarch -R disables randomization.
   TSAN_OPTIONS=${TSAN_OPTIONS:-"halt_on_error=1:second_deadlock_stack=1"} \
-    setarch "$(uname -m)" -R "$tsan/tg_reliability_tests" --gtest_brief=1 --gtest_filter='Threads.*'
+    setarch "$(uname -m)" -R "$tsan/fuzz/tg_reliability_tests" --gtest_brief=1 --gtest_filter='Threads.*'
   echo "memcheck: ThreadSanitizer clean"
 }
 
 run_asan() {
-  [ -f "$asan/CMakeCache.txt" ] || cmake -S fuzz -B "$asan" -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_FUZZ=ON -DTG_FUZZ_SANITIZERS=address,undefined >/dev/null
+  [ -f "$asan/CMakeCache.txt" ] || cmake --preset fuzz >/dev/null
   cmake --build "$asan" --target tg_reliability_tests tg_reliability_exhaustive_tests -j2
   echo "memcheck: AddressSanitizer + UndefinedBehaviorSanitizer on the reliability tests"
   local rc=0
-  ASAN_OPTIONS=${ASAN_OPTIONS:-"detect_leaks=1"} "$asan/tg_reliability_tests" --gtest_brief=1 || rc=1
-  ASAN_OPTIONS=${ASAN_OPTIONS:-"detect_leaks=1"} "$asan/tg_reliability_exhaustive_tests" --gtest_brief=1 || rc=1
+  ASAN_OPTIONS=${ASAN_OPTIONS:-"detect_leaks=1"} "$asan/fuzz/tg_reliability_tests" --gtest_brief=1 || rc=1
+  ASAN_OPTIONS=${ASAN_OPTIONS:-"detect_leaks=1"} "$asan/fuzz/tg_reliability_exhaustive_tests" --gtest_brief=1 || rc=1
   if [ $rc -ne 0 ]; then
     echo "memcheck: ASan + UBSan run FAILED" >&2
     return 1

@@ -272,8 +272,8 @@ void bind_verify(nb::module_& m) {
        "\nprofile: 'quick', 'ci' or 'full' (sizes and alpha_total; alpha/beta override). skip: check names to "
        "leave out, e.g. ['cross']. supports: what the implementation implements (CAPABILITIES; default all), "
        "e.g. ['clip', 'spec-stream'] for a codec that always clips. A correct implementation fails with "
-       "probability <= alpha_total. 'cuda' is "
-       "not available from Python (Unavailable).")
+       "probability <= alpha_total. 'cuda' "
+       "raises Unavailable when the module was built without the CUDA codec or no usable device is present.")
           .c_str());
 
   nb::class_<tv::CompareCase>(v, "CompareCase", "One case of compare(): a family, a layer, a clipping mode.")

@@ -34,7 +34,7 @@ __all__ = [
     "CAPABILITIES",      # what run(..., supports=[...]) may name
     "Result",
     "Row",
-    "Unavailable",       # e.g. impl='cuda' (not in the Python module)
+    "Unavailable",       # e.g. impl='cuda' without a CUDA build or a usable device
     "Interrupted",       # a KeyboardInterrupt: SIGINT/SIGTERM/SIGHUP during an 'exec:' run
     "run",
     "compare",

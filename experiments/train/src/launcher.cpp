@@ -1,5 +1,5 @@
 // terngrad-bench: the multi-process launcher (fork + exec of `terngrad train --rank r ...`), see launcher.hpp.
-#include "launcher.hpp"
+#include "tg/train/launcher.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

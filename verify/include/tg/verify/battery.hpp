@@ -1,6 +1,6 @@
 // terngrad-bench: the statistical verification battery (docs/statistics.md): profiles, the checks
 // (verify/src/checks/), the runner, its self-calibration, and its reports (table, JSON, JUnit XML).
-// `terngrad verify` and `terngrad calibrate` (verify/src/command.cpp, apps/cmd_calibrate.cpp) are the
+// `terngrad verify` and `terngrad calibrate` (apps/cmd_verify.cpp, apps/cmd_calibrate.cpp) are the
 // command-line front ends; run_battery and calibrate are usable from tests.
 #pragma once
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "launcher.hpp"
+#include "tg/train/launcher.hpp"
 #include "tg/train/trainer.hpp"
 
 namespace tg::app {
@@ -104,7 +104,7 @@ int run_train(const tg::train::TrainConfig& c, bool json) {
 
 }  // namespace
 
-std::vector<Command> train_commands() {
+static std::vector<Command> train_commands() {
   std::vector<Command> list;
   {
     auto cfg = std::make_shared<tg::train::TrainConfig>();
@@ -158,5 +158,7 @@ std::vector<Command> train_commands() {
   }
   return list;
 }
+
+const RegisterCommands kRegistered{50, train_commands};  // train, launch, train-store
 
 }  // namespace tg::app

@@ -88,7 +88,7 @@ int run_report(const ReportOptions& o) {
 
 }  // namespace
 
-Command report_command() {
+static Command report_command() {
   auto opts = std::make_shared<ReportOptions>();
   Command c;
   c.add_fn = [opts](CLI::App& app) {
@@ -113,5 +113,7 @@ Command report_command() {
   c.run_fn = [opts] { return guarded("report", [opts] { return run_report(*opts); }); };
   return c;
 }
+
+const RegisterCommands kRegistered{60, [] { return std::vector<Command>{report_command()}; }};
 
 }  // namespace tg::app

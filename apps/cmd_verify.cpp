@@ -220,7 +220,7 @@ int run_verify(const VerifyOptions& o) {
 
 }  // namespace
 
-Command verify_command() {
+static Command verify_command() {
   auto opts = std::make_shared<VerifyOptions>();
   Command c;
   c.add_fn = [opts](CLI::App& app) {
@@ -292,5 +292,7 @@ Command verify_command() {
   c.run_fn = [opts] { return guarded("verify", [&] { return run_verify(*opts); }); };
   return c;
 }
+
+const RegisterCommands kRegistered{10, [] { return std::vector<Command>{verify_command()}; }};
 
 }  // namespace tg::app

@@ -71,7 +71,7 @@ int run_demo(const DemoOptions& o) {
 
 }  // namespace
 
-Command demo_command() {
+static Command demo_command() {
   auto opts = std::make_shared<DemoOptions>();
   Command c;
   c.add_fn = [opts](CLI::App& app) {
@@ -87,5 +87,7 @@ Command demo_command() {
   c.run_fn = [opts] { return guarded("demo", [&] { return run_demo(*opts); }); };
   return c;
 }
+
+const RegisterCommands kRegistered{70, [] { return std::vector<Command>{demo_command()}; }};
 
 }  // namespace tg::app

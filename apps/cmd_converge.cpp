@@ -229,7 +229,7 @@ int run_converge(const ConvergeOptions& o) {
 
 }  // namespace
 
-Command converge_command() {
+static Command converge_command() {
   auto o = std::make_shared<ConvergeOptions>();
   Command cmd;
   cmd.add_fn = [o](CLI::App& app) {
@@ -287,5 +287,7 @@ Command converge_command() {
   cmd.run_fn = [o] { return guarded("converge", [&] { return run_converge(*o); }); };
   return cmd;
 }
+
+const RegisterCommands kRegistered{40, [] { return std::vector<Command>{converge_command()}; }};
 
 }  // namespace tg::app

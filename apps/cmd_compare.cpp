@@ -57,7 +57,7 @@ int run_compare(const CompareCli& o) {
 
 }  // namespace
 
-Command compare_command() {
+static Command compare_command() {
   auto opts = std::make_shared<CompareCli>();
   Command c;
   c.add_fn = [opts](CLI::App& app) {
@@ -89,5 +89,7 @@ Command compare_command() {
   c.run_fn = [opts] { return guarded("compare", [&] { return run_compare(*opts); }); };
   return c;
 }
+
+const RegisterCommands kRegistered{20, [] { return std::vector<Command>{compare_command()}; }};
 
 }  // namespace tg::app
