@@ -1,6 +1,7 @@
 // terngrad-bench: statistical checks of the convex experiments (prediction t-tests, Clopper-Pearson
 // convergence fraction, layer-wise vs global, clipping fixed point). See include/tg/convex/checks.hpp.
 #include "tg/convex/checks.hpp"
+#include "tg/verify/stats.hpp"
 
 #include <boost/math/distributions/binomial.hpp>
 #include <boost/math/distributions/students_t.hpp>
@@ -40,13 +41,6 @@ TTest t_test(const std::vector<double>& x, double mu0, double alpha) {
   r.t = r.se > 0 ? (r.mean - mu0) / r.se : (r.mean == mu0 ? 0.0 : INFINITY);
   r.reject = std::fabs(r.t) > r.t_crit;
   return r;
-}
-
-std::pair<double, double> clopper_pearson(int k, int n, double alpha) {
-  using B = boost::math::binomial_distribution<>;
-  double lo = B::find_lower_bound_on_p(n, k, alpha / 2, B::clopper_pearson_exact_interval);
-  double hi = B::find_upper_bound_on_p(n, k, alpha / 2, B::clopper_pearson_exact_interval);
-  return {lo, hi};
 }
 
 int binomial_pass_count(int n, double p0, double alpha) {
@@ -147,7 +141,7 @@ CheckOutcome check_converged_fraction(const PredictionSpec& spec, const std::vec
   int k = 0;
   for (const auto& tr : traces) k += tr.dist2.back() <= tol;
   const int need = binomial_pass_count(n, p0, spec.alpha);
-  auto [lo, hi] = clopper_pearson(k, n, spec.alpha);
+  auto [lo, hi] = tg::verify::clopper_pearson(static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(k), spec.alpha);
   CheckOutcome o;
   o.name = spec.name + "-fraction";
   o.alpha = spec.alpha;

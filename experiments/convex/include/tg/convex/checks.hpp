@@ -27,8 +27,6 @@ struct TTest {
 };
 /// Two-sided one-sample t-test of E[x] = mu0 at level alpha (x: one value per independent seed).
 TTest t_test(const std::vector<double>& x, double mu0, double alpha);
-/// Clopper-Pearson interval of a binomial proportion at confidence 1 - alpha (two-sided).
-std::pair<double, double> clopper_pearson(int k, int n, double alpha);
 /// Smallest k with P(Binomial(n, p0) < k) <= alpha, i.e. "pass iff successes >= k" fails a
 /// process with success probability >= p0 with probability <= alpha.
 int binomial_pass_count(int n, double p0, double alpha);
