@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # terngrad-bench: the training runs behind reports/train/README.md (LeNet and CifarNet on Fashion-MNIST,
-# synthetic-data profiles of AlexNet / GoogLeNet / VGG-A). Usage:
-#   bash reports/train/run_experiments.sh build/train/apps/terngrad [lenet|lenet3k|cifarnet|overhead|profile|all]
-# Each run writes reports/train/runs/<name>/{run.json,evals.csv,steps.csv,layers.csv}; the runs of a
-# group run at the same time (one LibTorch thread each).
+# synthetic-data profiles of AlexNet / GoogLeNet / VGG-A), then the report itself. Run from the repository root:
+#   bash scripts/reproduce-train.sh build/<dir>/apps/terngrad [lenet|lenet3k|cifarnet|overhead|profile|all]
+# Each run writes reports/train/runs/<name>/{run.json,evals.csv,steps.csv,layers.csv} and <name>.log (not kept
+# in git); the runs of a group run at the same time (one LibTorch thread each). Then
+# `python -m terngrad.report train` renders reports/train/README.md and its figures from every run there.
+# The wall time of each run is in the README's "Reproduce" table (lenet: about 35 minutes, side by side with cifarnet).
+# Python: $PYTHON (default build/venv/bin/python) with the built package build/<dir>/python/package.
 set -euo pipefail
 TG=${1:?path to the terngrad binary}
 WHAT=${2:-all}
-OUT=$(cd "$(dirname "$0")" && pwd)/runs
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=$ROOT/reports/train/runs
+PY=${PYTHON:-$ROOT/build/venv/bin/python}
+PKG=${TG_PACKAGE:-$(cd "$(dirname "$TG")/.." && pwd)/python/package}
 mkdir -p "$OUT"
 
 run() {  # name, then train options
@@ -26,8 +32,7 @@ if [[ $WHAT == lenet || $WHAT == all ]]; then
 fi
 
 if [[ $WHAT == lenet3k ]]; then
-  # The same LeNet settings for 3000 steps, evaluation every 500 (not part of `all`: about 40 minutes
-  # for the four runs side by side on an otherwise quiet 2-core machine).
+  # The same LeNet settings for 3000 steps, evaluation every 500 (not part of `all`).
   L="--model lenet --data fashion-mnist --batch 64 --steps 3000 --eval-every 500 --seed 1"
   run lenet3k-float-2w    $L --codec float    --workers 2 &
   run lenet3k-terngrad-2w $L --codec terngrad --workers 2 &
@@ -65,3 +70,5 @@ if [[ $WHAT == profile || $WHAT == all ]]; then
   run lenet-terngrad-base3-bytes --model lenet --batch 64 --workers 2 --steps 5 --eval-every 0 --test-limit 100 \
       --codec terngrad --packing base3
 fi
+
+PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m terngrad.report train --runs "$OUT" --out "$ROOT/reports/train"

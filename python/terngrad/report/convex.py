@@ -1,25 +1,24 @@
-#!/usr/bin/env python3
-# terngrad-bench: plots of the convex experiments from the summary.json files `terngrad converge` writes.
-# Run: build/venv/bin/python experiments/convex/plot.py reports/convex   (see experiments/convex/make_report.sh)
-import json
+"""terngrad-bench: plots, tables and README.md of the convex experiments (reports/convex) from the summary.json
+files `terngrad converge` writes and the commands scripts/reproduce-convex.sh ran (commands.txt).
+Run: python -m terngrad.report convex [reports/convex]   (with the built package on PYTHONPATH:
+build/<preset>/python/package; scripts/reproduce-convex.sh runs the experiments, then this)."""
+import argparse
 import sys
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from .common import InputError, pyplot, read_json, save_figure
 
 COLORS = {"float": "black", "tern": "tab:blue", "tern-clip": "tab:orange", "tern-saturate": "tab:orange",
           "tern-global": "tab:red", "tern-unshared": "tab:purple", "qsgd": "tab:green", "sign": "tab:gray",
           "tern-mutant-2s": "tab:brown"}
+RUNS = ("decay", "ball", "layerwise", "clip", "logistic", "checks")  # the folders scripts/reproduce-convex.sh writes
 
 
 def load(folder, name):
     path = Path(folder) / name / "summary.json"
     if not path.exists():
-        sys.exit(f"plot.py: missing {path} (run experiments/convex/make_report.sh first)")
-    return json.loads(path.read_text())
+        raise InputError(f"missing {path} (run scripts/reproduce-convex.sh first)")
+    return read_json(path)
 
 
 def subtitle(s):
@@ -29,6 +28,7 @@ def subtitle(s):
 
 
 def decay(folder, out, name="decay", title=None):
+    plt = pyplot()
     s = load(folder, name)
     fig, ax = plt.subplots(figsize=(8, 5.5))
     for c in s["curves"]:
@@ -47,10 +47,11 @@ def decay(folder, out, name="decay", title=None):
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    save_figure(fig, out)
 
 
 def assumption3(folder, out):
+    plt = pyplot()
     s = load(folder, "decay")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     for c in s["curves"]:
@@ -76,10 +77,11 @@ def assumption3(folder, out):
         ax.grid(True, which="both", alpha=0.3)
     fig.text(0.01, 0.005, subtitle(s), fontsize=7)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(out, dpi=110)
+    save_figure(fig, out)
 
 
 def ball(folder, out):
+    plt = pyplot()
     s = load(folder, "ball")
     fig, ax = plt.subplots(figsize=(8, 5))
     for c in s["curves"]:
@@ -97,10 +99,11 @@ def ball(folder, out):
     ax.legend(fontsize=8, loc="lower right", ncol=3)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(out, dpi=110)
+    save_figure(fig, out)
 
 
 def layerwise(folder, out):
+    plt = pyplot()
     s = load(folder, "layerwise")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
     for c in s["curves"]:
@@ -118,10 +121,11 @@ def layerwise(folder, out):
                  fontsize=10)
     fig.text(0.01, 0.005, subtitle(s), fontsize=7)
     fig.tight_layout(rect=(0, 0.03, 1, 0.95))
-    fig.savefig(out, dpi=110)
+    save_figure(fig, out)
 
 
 def clip(folder, out):
+    plt = pyplot()
     s = load(folder, "clip")
     fig, ax = plt.subplots(figsize=(8, 4.5))
     names = [p["method"] for p in s["polyak"]]
@@ -144,13 +148,22 @@ def clip(folder, out):
             transform=ax.transAxes, fontsize=7)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    save_figure(fig, out)
 
 
 def commands(folder):
-    """The commands make_report.sh ran (from run.log), keyed by output folder name."""
-    log = (Path(folder) / "run.log").read_text().splitlines()
-    out = {"date": log[0].split(" on ")[-1] if log else "?"}
+    """The commands scripts/reproduce-convex.sh ran, keyed by output folder name, and the date it ran: from
+    commands.txt (the '#' and '+ ' lines of its run.log), or from run.log itself when commands.txt is missing."""
+    path = Path(folder) / "commands.txt"
+    if not path.exists():
+        path = Path(folder) / "run.log"
+    try:
+        log = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read the commands that made {folder}: {e}")
+    head = log[0] if log and log[0].startswith("# commands run by ") else ""
+    out = {"date": head.split(" on ")[-1] if head else "?",
+           "script": head[len("# commands run by "):].split(" on ")[0] if head else "?"}
     for line in log:
         if line.startswith("+ "):
             words = line[2:].split()
@@ -182,6 +195,8 @@ def write_readme(folder):
     checks = load(folder, "checks")
     decay_s, ball_s, lw_s, clip_s, log_s = (load(folder, n) for n in ("decay", "ball", "layerwise", "clip", "logistic"))
     by_name = {c["name"]: c for c in checks.get("checks", [])}
+    runs = {n: load(folder, n) for n in RUNS}
+    seconds = ", ".join(f"{n} {runs[n]['seconds']:.1f} s" for n in RUNS if isinstance(runs[n].get("seconds"), (int, float)))
 
     def check_row(name, what):
         c = by_name.get(name)
@@ -206,11 +221,14 @@ def write_readme(folder):
 
     text = f"""# Convex convergence: reference results
 
-Generated by `bash experiments/convex/make_report.sh` on {cmd['date']} (tables and text: `experiments/convex/plot.py`
-from the `summary.json` files next to this one; raw curves in `*/curves.csv`; the full console output in
-`run.log`). All data are generated (no data sets): least squares and logistic regression on Gaussian features
-with condition number 4 unless stated. Every run goes through the real codec (`tg::make_optimized_codec(1)`),
-so a seed reproduces it exactly. Method names: see `experiments/convex/README.md`.
+Runs made by `bash {cmd['script']}` on {cmd['date']}; regenerate everything here with
+`bash scripts/reproduce-convex.sh [path/to/terngrad]` (tables, figures and text:
+`python -m terngrad.report convex` from the `summary.json` files next to this one and the commands in
+`commands.txt`; the raw curves `*/curves.csv` and the full console output `run.log` are not kept in git, the
+script writes them again). Time of each run (`seconds` in its summary.json): {seconds}. All data are
+generated (no data sets): least squares and logistic regression on Gaussian features with condition number 4
+unless stated. Every run goes through the real codec (`tg::make_optimized_codec(1)`), so a seed reproduces it
+exactly. Method names: see `experiments/convex/README.md`.
 
 ## 1. Assumption 2 steps (gamma_t = 4/(t + 20)): TernGrad converges at float SGD's rate
 
@@ -291,13 +309,15 @@ E[clamp(g)](w_c) = 0 (computed exactly with batch 1 as a sum over the 400 points
 
 Each decision has false-fail probability alpha = {checks.get('alpha_per_decision', 1e-5):g} (normal approximation of per-seed
 averages over thousands of steps), {len(checks.get('checks', []))} decisions, at most {checks.get('alpha_total', 0):.1g} in all; the power
-of each is printed in `run.log` and asserted in `experiments/convex/tests/test_checks.cpp`.
+of each is printed in `run.log` (written again by the script) and asserted in `experiments/convex/tests/test_checks.cpp`.
 """
     (Path(folder) / "README.md").write_text(text)
 
 
-def main():
-    folder = Path(sys.argv[1] if len(sys.argv) > 1 else "reports/convex")
+def render(folder):
+    """Writes the six figures and README.md into folder from its summary.json files and commands.txt."""
+    folder = Path(folder)
+    commands(folder)  # before any file is written: the README needs them
     decay(folder, folder / "decay.png")
     assumption3(folder, folder / "assumption3.png")
     ball(folder, folder / "ball.png")
@@ -306,8 +326,29 @@ def main():
     decay(folder, folder / "logistic.png", "logistic",
           "L2-regularized logistic regression (w* by Newton), Assumption 2 steps\n(no exact prediction: nonlinear)")
     write_readme(folder)
-    print(f"wrote decay.png, assumption3.png, ball.png, layerwise.png, clip.png, logistic.png, README.md in {folder}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m terngrad.report convex",
+                                 description="Render the figures and README.md of reports/convex from the "
+                                             "summary.json files of scripts/reproduce-convex.sh.")
+    ap.add_argument("folder", nargs="?", type=Path, default=Path("reports/convex"),
+                    help="folder with <run>/summary.json and commands.txt (default: reports/convex)")
+    args = ap.parse_args(argv)
+    try:
+        for name in RUNS:
+            load(args.folder, name)
+        render(args.folder)
+    except InputError as e:
+        print(f"terngrad.report convex: error: {e}", file=sys.stderr)
+        return 2
+    except (KeyError, IndexError, TypeError, ZeroDivisionError) as e:
+        print(f"terngrad.report convex: error: a summary.json under {args.folder} lacks what the report needs: {e!r}",
+              file=sys.stderr)
+        return 2
+    print(f"wrote decay.png, assumption3.png, ball.png, layerwise.png, clip.png, logistic.png, README.md in {args.folder}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# terngrad-bench: regenerates reports/convex (curves, summaries, plots, check log) with `terngrad converge`.
-# Run from the repository root: bash experiments/convex/make_report.sh [path/to/terngrad]   (about 2 minutes)
+# terngrad-bench: regenerates reports/convex (curves, summaries, plots, check log, README.md) with `terngrad converge`
+# and `python -m terngrad.report convex`. Run from the repository root:
+#   bash scripts/reproduce-convex.sh [build/<dir>/apps/terngrad]
+# The six runs took 72.5 s in all on the 2-core development machine (the sum of their `seconds`; each is in
+# reports/convex/README.md).
+# Kept in git: */summary.json, commands.txt, the figures and README.md; curves.csv and run.log are regenerated here.
+# Python: $PYTHON (default build/venv/bin/python) with the built package build/<dir>/python/package.
 set -euo pipefail
 TG=${1:-build/default/apps/terngrad}
 OUT=reports/convex
 PY=${PYTHON:-build/venv/bin/python}
+PKG=${TG_PACKAGE:-$(cd "$(dirname "$TG")/.." && pwd)/python/package}
 mkdir -p "$OUT"
 run() { echo "+ $*" >&2; "$@"; }
 {
-  echo "# commands run by experiments/convex/make_report.sh on $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "# commands run by scripts/reproduce-convex.sh on $(date -u +%Y-%m-%dT%H:%MZ)"
   run $TG converge --quiet --out $OUT/decay --problem lsq --dim 20 --steps 4000 --seeds 40 --every 20 \
     --methods float,tern,qsgd,sign
   run $TG converge --quiet --out $OUT/ball --problem lsq --dim 10 --schedule const --gamma 0.05 \
@@ -22,5 +28,6 @@ run() { echo "+ $*" >&2; "$@"; }
     --every 20 --gamma0 30 --t0 10 --methods float,tern,tern-clip,qsgd,sign
   run $TG converge --quiet --out $OUT/checks --steps 10 --seeds 1 --methods float --checks
 } > $OUT/run.log 2>&1 || { cat $OUT/run.log; exit 1; }
-$PY experiments/convex/plot.py $OUT
+grep -E '^(#|\+ )' $OUT/run.log > $OUT/commands.txt
+PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" $PY -m terngrad.report convex $OUT
 echo "wrote $OUT (log: $OUT/run.log)"

@@ -1,14 +1,11 @@
-#!/usr/bin/env python3
 """terngrad-bench: renders one report (Markdown + HTML + PNG plots) from the JSON/CSV that `terngrad verify`,
 `terngrad converge`, `terngrad train` and tg_bench wrote under a reports folder (searched recursively).
-Run: terngrad report [--reports reports]   or   build/venv/bin/python python/report.py --reports reports
+Run: terngrad report [--reports reports]   or   python -m terngrad.report index --reports reports
+(with the built package on PYTHONPATH: build/<preset>/python/package).
 Inputs are recognised by content, not by name; exit 0 rendered, 2 bad input (nothing is written then)."""
 import argparse
-import csv
 import datetime
 import html
-import io
-import json
 import math
 import os
 import pathlib
@@ -18,16 +15,9 @@ import shutil
 import sys
 import tempfile
 
+from .common import InputError, md_table, moving_average, num, pyplot, read_csv, read_json, save_figure
+
 FIGURES = "figures"  # sub-folder of the output's folder that holds the PNGs
-
-# Run as a script, python/ is sys.path[0] and its source folder terngrad/ (no compiled _core) would
-# shadow the built package on PYTHONPATH: drop it.
-_HERE = pathlib.Path(__file__).resolve().parent
-sys.path = [p for p in sys.path if pathlib.Path(p or ".").resolve() != _HERE]
-
-
-class InputError(Exception):
-    """A file the renderer must read is unreadable or malformed (exit code 2)."""
 
 
 # ---- discovery ------------------------------------------------------------------------------------
@@ -49,24 +39,6 @@ def find_convex_curves(obj):
     return []
 
 
-def read_csv(path):
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except (OSError, csv.Error, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read CSV: {e}")
-    return rows
-
-
-def num(x):
-    """float of a CSV/JSON cell; None for empty, null, or non-finite text."""
-    if x is None or x == "":
-        return None
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def discover(root, skip):
@@ -80,13 +52,7 @@ def discover(root, skip):
             continue
         rel = path.relative_to(root)
         if path.suffix == ".json":
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, UnicodeDecodeError) as e:
-                raise InputError(f"{path}: cannot read: {e}")
-            except json.JSONDecodeError as e:
-                raise InputError(f"{path}: invalid JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
-                                 "fix or remove the file")
+            data = read_json(path)
             if isinstance(data, dict) and data.get("tool") == "terngrad verify":
                 if not isinstance(data.get("runs"), list):
                     raise InputError(f"{path}: a `terngrad verify` JSON without a 'runs' list")
@@ -161,29 +127,34 @@ def curves_from_json(items, path):
 
 # ---- Markdown helpers ---------------------------------------------------------------------------
 
-def md_table(head, rows):
-    esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
-    out = ["| " + " | ".join(esc(h) for h in head) + " |", "|" + "---|" * len(head)]
-    out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
-    return "\n".join(out) + "\n"
-
 
 class Figures:
-    """Saves matplotlib figures into a staging folder; names are stable so diffs stay small."""
+    """Saves matplotlib figures into a staging folder; names are stable so diffs stay small. A figure that
+    another renderer already drew for the same input (see `rendered_elsewhere`) is linked, not drawn again."""
 
-    def __init__(self, stage):
+    def __init__(self, stage, reports=None, out_dir=None):
         self.stage = stage
+        self.reports = reports
+        self.out_dir = out_dir
         self.names = []
 
     def save(self, fig, name):
         stem, k = name[:-len(".png")], 2
         while name in self.names:  # two inputs of the same kind and label get distinct files
             name, k = f"{stem}-{k}.png", k + 1
-        fig.savefig(self.stage / name, dpi=110, bbox_inches="tight")
-        import matplotlib.pyplot as plt
-        plt.close(fig)
+        save_figure(fig, self.stage / name, bbox_inches="tight")
         self.names.append(name)
         return f"![{name}]({FIGURES}/{name})"
+
+    def rendered_elsewhere(self, rel):
+        """The figure `python -m terngrad.report convex` drew for the `terngrad converge` folder of input rel
+        (<folder>.png next to <folder>/summary.json), as a Markdown image relative to the output; None if none."""
+        if self.reports is None or self.out_dir is None or rel.suffix != ".json" or rel.parent == pathlib.Path("."):
+            return None
+        png = self.reports / rel.parent.parent / (rel.parent.name + ".png")
+        if not png.is_file():
+            return None
+        return f"![{png.name}]({pathlib.Path(os.path.relpath(png, self.out_dir)).as_posix()})"
 
 
 # ---- sections ----------------------------------------------------------------------------------
@@ -192,9 +163,8 @@ VARIANCE_DETAIL = re.compile(r"= ([-+0-9.eE]+(?:e[-+]?\d+)?); observed mean ([-+
 
 
 def section_verify(items, figs):
-    import matplotlib
-    import matplotlib.pyplot as plt
     import matplotlib.ticker
+    plt = pyplot()
     out = ["## Statistical battery (`terngrad verify`)\n"]
     if not items:
         out.append("No `terngrad verify` JSON found. Produce one with "
@@ -267,9 +237,8 @@ def section_verify(items, figs):
 
 
 def section_convex(items, figs):
-    import matplotlib
-    import matplotlib.pyplot as plt
     import matplotlib.ticker
+    plt = pyplot()
     out = ["## Convex convergence (`terngrad converge`)\n"]
     if not items:
         out.append("No convergence curves found (CSV with header `method,t,dist2_mean,...` or the JSON of "
@@ -334,7 +303,11 @@ def section_convex(items, figs):
             ax[1].set_title("")
             ax[1].text(0.5, 0.5, "no codec variance recorded in this run", ha="center", va="center")
         fig.tight_layout()
-        if plottable >= 3:
+        elsewhere = figs.rendered_elsewhere(rel)
+        if plottable >= 3 and elsewhere:  # drawn once, by the convex renderer: link it
+            plt.close(fig)
+            out.append(elsewhere + "\n")
+        elif plottable >= 3:
             out.append(figs.save(fig, f"convex-{idx}.png") + "\n")
         else:
             plt.close(fig)
@@ -360,7 +333,7 @@ def bench_rows(data):
 
 
 def section_bench(items, figs):
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     out = ["## Codec throughput (tg_bench)\n"]
     if not items:
         out.append("No Google Benchmark JSON found. Produce one with "
@@ -423,7 +396,7 @@ def train_label(parts, rel):
 
 
 def section_train(items, figs):
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     out = ["## Training (`terngrad train`)\n"]
     if not items:
         out.append("No training runs found (a folder with run.json / evals.csv written by `terngrad train`).\n")
@@ -456,7 +429,7 @@ def section_train(items, figs):
         if loss:
             w = max(1, min(25, len(loss) // 20))  # moving average: per-step minibatch losses are noisy
             steps_, values = [p[0] for p in loss], [p[1] for p in loss]
-            avg = [sum(values[k:k + w]) / w for k in range(len(values) - w + 1)]
+            avg = moving_average(values, w)
             ax[1].plot(steps_[w - 1:], avg, dashed, lw=1, label=label)
             smoothing[str(cfg.get("model", "?"))] = max(w, smoothing.get(str(cfg.get("model", "?")), 1))
     table = []
@@ -498,7 +471,7 @@ def section_live(figs, draws, seed=20171204):
     except ImportError as e:
         return ["## Codec, live\n", f"Skipped: the `terngrad` Python module is not importable ({e}); "
                 "build target tg_python and put build/<preset>/python/package on PYTHONPATH.\n"]
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     rng = np.random.default_rng(seed)
     d = 4096
     fams = {"gaussian": rng.normal(0, 1, d), "laplace": rng.laplace(0, 1, d), "student-t(3)": rng.standard_t(3, d),
@@ -600,8 +573,7 @@ def md_to_html(text, title):
 # ---- main ----------------------------------------------------------------------------------------
 
 def render(reports, out_md, title, html_too, live, argv, live_draws=2000, note=None):
-    import matplotlib
-    matplotlib.use("Agg")
+    pyplot()  # matplotlib on the Agg backend before any section imports it
     if not reports.is_dir():
         raise InputError(f"reports folder {reports} does not exist")
     out_dir = out_md.parent
@@ -610,7 +582,7 @@ def render(reports, out_md, title, html_too, live, argv, live_draws=2000, note=N
     out_dir.mkdir(parents=True, exist_ok=True)
     stage = pathlib.Path(tempfile.mkdtemp(prefix=".report-", dir=out_dir))
     try:
-        figs = Figures(stage)
+        figs = Figures(stage, reports, out_dir)
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         lines = [f"# {title}\n",
                  f"Rendered {now} on {platform.node() or 'this machine'} ({platform.machine()}, "
@@ -654,7 +626,8 @@ def render(reports, out_md, title, html_too, live, argv, live_draws=2000, note=N
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description="Render reports/index.md (+ html, PNG plots) from the tools' JSON/CSV.")
+    ap = argparse.ArgumentParser(prog="python -m terngrad.report index",
+                                 description="Render reports/index.md (+ html, PNG plots) from the tools' JSON/CSV.")
     ap.add_argument("--reports", type=pathlib.Path, default=pathlib.Path("reports"))
     ap.add_argument("--out", type=pathlib.Path, help="Markdown file to write (default: <reports>/index.md)")
     ap.add_argument("--title", default="terngrad-bench report")
