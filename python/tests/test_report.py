@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from terngrad.report import __main__ as cli
-from terngrad.report import convex, index, train
+from terngrad.report import convex, train
 from terngrad.report import index as report  # the index renderer: what `terngrad report` runs
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
