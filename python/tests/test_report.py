@@ -1,17 +1,16 @@
-"""terngrad-bench: tests of the report renderer python/report.py on small inputs in the formats that
-`terngrad verify --json`, `terngrad converge`, `terngrad train` and tg_bench write.
-Run: ctest -L python, or build/venv/bin/python -m pytest python/tests/test_report.py"""
-import importlib.util
+"""terngrad-bench: tests of the report package terngrad.report (index, train, convex) on small inputs in the
+formats that `terngrad verify --json`, `terngrad converge`, `terngrad train` and tg_bench write.
+Run: ctest -L python, or PYTHONPATH=build/<preset>/python/package build/venv/bin/python -m pytest python/tests/test_report.py"""
 import json
 import math
-import pathlib
+import subprocess
+import sys
 
 import pytest
 
-# python/report.py, loaded by path (putting python/ on sys.path would shadow the built terngrad package)
-_spec = importlib.util.spec_from_file_location("report", pathlib.Path(__file__).resolve().parents[1] / "report.py")
-report = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(report)
+from terngrad.report import __main__ as cli
+from terngrad.report import convex, train
+from terngrad.report import index as report  # the index renderer: what `terngrad report` runs
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -139,3 +138,135 @@ def test_live_section_uses_the_bindings(tmp_path):
     cells = [line.split("|") for line in md.splitlines() if line.startswith("| ")]
     zs = [float(c[5]) for c in cells if c[2].strip() in ("none", "clip") and c[1].strip() != "family"]
     assert len(zs) == 12 and all(math.isfinite(z) for z in zs)
+
+
+def test_index_links_the_figure_the_convex_renderer_drew_instead_of_drawing_it_again(tmp_path):
+    write_inputs(tmp_path)
+    curves = [{"method": m, "t": [0, 10, 100, 1000], "dist2_mean": [1.0, 0.1 * k, 0.01 * k, 0.001 * k],
+               "seeds": 4, "diverged": 0, "slope_last_half": -1.0} for k, m in ((1, "float"), (2, "tern"))]
+    run = tmp_path / "convex" / "decay"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"config": {"problem": "lsq"}, "curves": curves}))
+    (tmp_path / "convex" / "decay.png").write_bytes(PNG_MAGIC + b"drawn by the convex renderer")
+    out = tmp_path / "site" / "index.md"
+    assert report.main(["--reports", str(tmp_path), "--out", str(out), "--no-live", "--no-html"]) == 0
+    md = out.read_text()
+    assert "![decay.png](../convex/decay.png)" in md  # relative to the output's folder
+    assert "### `convex/decay/summary.json`" in md and "| tern | 4 | 0 | 0.002 | -1.000 |" in md
+    # the CSV curves with no such figure are still drawn, once
+    assert {p.name for p in (out.parent / "figures").glob("convex-*.png")} == {"convex-0.png"}
+
+
+def test_cli_dispatches_to_each_report(tmp_path, capsys):
+    assert cli.main(["--help"]) == 0
+    usage = capsys.readouterr().out
+    assert all(f"  {name} " in usage for name in ("index", "train", "convex"))
+    assert cli.main(["nonsense"]) == 2 and "name a report" in capsys.readouterr().err
+    assert cli.main([]) == 2
+    assert cli.main(["index", "--reports", str(tmp_path), "--no-live", "--no-html"]) == 0
+    assert (tmp_path / "index.md").read_text().startswith("# terngrad-bench report")
+    # the module entry point, as `terngrad report` and the scripts run it
+    run = subprocess.run([sys.executable, "-m", "terngrad.report", "--help"], capture_output=True, text=True)
+    assert run.returncode == 0 and "python -m terngrad.report" in run.stdout
+
+
+# ---- train ------------------------------------------------------------------------------------------
+
+def write_train_run(runs, name, workers, codec, accs, layers=None, wall=10.0, step_s=(0.1, 0.002, 0.004, 0.01)):
+    d = runs / name
+    d.mkdir(parents=True)
+    compute, encode, decode, optimizer = step_s
+    evals = [{"step": s, "test_accuracy": a, "test_loss": 1 - a} for s, a in accs]
+    layers = layers or [{"name": "w", "numel": 1000, "float_bytes": 4000, "payload_bytes": 282, "ternary": 1}]
+    cfg = {"model": "lenet", "codec": codec, "packing": "2bit", "clip": "none", "workers": workers, "batch": 64,
+           "steps": accs[-1][0], "momentum": 0.9, "lr": 0.01, "gamma": 1e-4, "power": 0.75, "weight_decay": 5e-4,
+           "seed": 1, "test_limit": 10000}
+    (d / "run.json").write_text(json.dumps({
+        "config": cfg, "evals": evals, "steps_done": accs[-1][0], "final_test_accuracy": accs[-1][1],
+        "layers": layers, "bytes_per_worker_step": {"float32_all": 4000, "payload_all": 282},
+        "time_s": {"compute": 1.0, "encode": 0.02, "communicate": 0.0, "decode": 0.04, "optimizer": 0.1,
+                   "wall": wall}}))
+    (d / "evals.csv").write_text("step,train_loss,test_loss,test_accuracy\n"
+                                 + "".join(f"{s},0.5,{1 - a},{a}\n" for s, a in accs))
+    (d / "steps.csv").write_text("step,loss,compute_s,encode_s,decode_s,optimizer_s\n" + "".join(
+        f"{s},{1 / (s + 1)},{compute},{encode},{decode},{optimizer}\n" for s in range(60)))
+
+
+def test_train_renders_the_tables_from_the_runs(tmp_path):
+    runs = tmp_path / "runs"
+    for name, workers, codec, acc in (("lenet-float-2w", 2, "float", 0.90), ("lenet-terngrad-2w", 2, "terngrad", 0.88),
+                                      ("lenet-float-8w", 8, "float", 0.91), ("lenet-terngrad-8w", 8, "terngrad", 0.91)):
+        write_train_run(runs, name, workers, codec, [(50, acc - 0.1), (100, acc)], wall=2000.0 + workers)
+    assert train.main(["--runs", str(runs), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "README.md").read_text()
+    assert "| lenet-terngrad-2w | 2 | terngrad | 88.00% | 0.1200 | 50: 78.00, 100: 88.00 |" in md
+    # float minus TernGrad at step 100, with the binomial standard error of a difference on 10000 images
+    se = 100 * math.sqrt(2 * 0.9 * 0.1 / 10000)
+    assert "- 2 workers, step 100: float minus TernGrad = +2.00 percentage points" in md and f"{se:.2f} points" in md
+    assert "- 8 workers, step 100: float minus TernGrad = +0.00 percentage points" in md
+    assert "| **all (every tensor ternary)** | | 4000 | 282 | **14.18x** | - | - |" in md
+    # medians per step: encode 0.002 / 2 workers, decode 0.004, float step 0.1 / 2 + 0.01
+    assert "| the 1000-step runs above, which ran alongside 5 other runs | 1.00 | 4.00 | 60.0 | **8.3%** |" in md
+    assert "| lenet | 4 | lenet-float-2w 2002, lenet-terngrad-2w 2002, lenet-float-8w 2008, lenet-terngrad-8w 2008 |" in md
+    assert "## CifarNet" not in md and "## AlexNet" not in md  # groups without runs are left out
+    assert (tmp_path / "out" / "lenet_fashion_mnist.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_train_without_runs_is_an_error(tmp_path, capsys):
+    assert train.main(["--runs", str(tmp_path / "missing"), "--out", str(tmp_path)]) == 2
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "README.md").exists()
+
+
+# ---- convex -----------------------------------------------------------------------------------------
+
+def write_convex(folder):
+    t = [0, 100, 500, 1000]
+
+    def curve(method, scale):
+        d = [scale / (x + 1) for x in t]
+        return {"method": method, "t": t, "dist2_mean": d, "dist2_p10": [x / 2 for x in d],
+                "dist2_p90": [2 * x for x in d], "dist2_predicted": d, "slope_last_half": -1.0,
+                "final_dist2": d[-1], "loss_gap": d, "update_sq": d, "assumption3": d, "grad_sq": d,
+                "var_measured": [scale] * 4, "var_identity": [scale] * 4,
+                "block_dist2_normalized": [[scale] * 4, [scale * 100 if method == "tern-global" else scale] * 4]}
+
+    config = {"problem": "lsq", "samples": 400, "workers": 4, "batch": 8, "schedule": "const", "seeds": 3}
+    for k, name in enumerate(convex.RUNS):
+        (folder / name).mkdir(parents=True)
+        summary = {"config": config, "parameters": 10, "seconds": 1.5 + k,
+                   "curves": [curve("float", 1.0), curve("tern", 2.0), curve("tern-global", 3.0)],
+                   "polyak": [{"method": "float", "shift": 0.01, "predicted_shift": 0.0, "q": 0.1, "from_step": 100},
+                              {"method": "tern-clip", "shift": 0.5, "predicted_shift": 0.52, "q": 0.96,
+                               "from_step": 100}]}
+        if name == "checks":
+            summary.update(alpha_per_decision=1e-5, alpha_total=9e-5, checks=[
+                {"name": "decay-float", "passed": True, "measured": 0.5, "predicted": 0.49},
+                {"name": "clip-fixed-point", "passed": False, "q_mean": 0.2, "q_se": 0.05}])
+        (folder / name / "summary.json").write_text(json.dumps(summary))
+    (folder / "commands.txt").write_text(
+        "# commands run by scripts/reproduce-convex.sh on 2026-12-01T10:00Z\n"
+        + "".join(f"+ build/x/apps/terngrad converge --quiet --out reports/convex/{n} --seeds 3\n" for n in convex.RUNS))
+
+
+def test_convex_renders_figures_and_readme_from_the_summaries(tmp_path):
+    write_convex(tmp_path)
+    assert convex.main([str(tmp_path)]) == 0
+    md = (tmp_path / "README.md").read_text()
+    assert "Runs made by `bash scripts/reproduce-convex.sh` on 2026-12-01T10:00Z" in md
+    assert "`terngrad converge --quiet --out reports/convex/ball --seeds 3`" in md
+    assert "decay 1.5 s, ball 2.5 s, layerwise 3.5 s, clip 4.5 s, logistic 5.5 s, checks 6.5 s" in md
+    assert "| decay-float | float SGD's window-mean error equals the exact prediction | PASS: measured = 0.5, predicted = 0.49 |" in md
+    assert "| clip-fixed-point |" in md and "| FAIL: q_mean = 0.2, q_se = 0.05 |" in md
+    assert "| decay-tern | TernGrad's equals float's plus the identity's variance | (not run) |" in md
+    assert "| tern-global | 3 | 300 |" in md  # block means over t >= 500
+    assert "| tern-clip | 0.5 | 0.52 | 0.96 |" in md
+    for name in ("decay", "assumption3", "ball", "layerwise", "clip", "logistic"):
+        assert f"({name}.png)" in md and (tmp_path / f"{name}.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_convex_with_a_missing_summary_is_an_error_and_writes_nothing(tmp_path, capsys):
+    write_convex(tmp_path)
+    (tmp_path / "clip" / "summary.json").unlink()
+    assert convex.main([str(tmp_path)]) == 2
+    assert "clip/summary.json" in capsys.readouterr().err
+    assert not list(tmp_path.glob("*.png")) and not (tmp_path / "README.md").exists()

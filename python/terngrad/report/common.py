@@ -1,0 +1,81 @@
+"""terngrad-bench: what the three renderers of terngrad.report share: reading the tools' JSON/CSV,
+Markdown tables, matplotlib set up for files (Agg), saving figures, moving averages."""
+import csv
+import json
+import math
+
+
+class InputError(Exception):
+    """A file a renderer must read is unreadable or malformed (exit code 2)."""
+
+
+def num(x):
+    """float of a CSV/JSON cell; None for empty, null, or non-finite text."""
+    if x is None or x == "":
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def read_csv(path):
+    """Rows of a CSV file with a header, as dicts of strings."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, csv.Error, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read CSV: {e}")
+    return rows
+
+
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read: {e}")
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: invalid JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
+                         "fix or remove the file")
+
+
+def md_table(head, rows):
+    esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    out = ["| " + " | ".join(esc(h) for h in head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def pyplot():
+    """matplotlib.pyplot drawing to files only (the Agg backend), imported on first use."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, path, dpi=110, **kwargs):
+    """Writes a figure as PNG and frees it."""
+    fig.savefig(path, dpi=dpi, **kwargs)
+    pyplot().close(fig)
+
+
+def moving_average(values, w):
+    """Means of the windows values[k:k + w]: len(values) - w + 1 of them (none when w > len(values))."""
+    return [sum(values[k:k + w]) / w for k in range(len(values) - w + 1)]
+
+
+def read_train_run(folder):
+    """One `terngrad train --out` folder: run.json, with its evals.csv and steps.csv rows under "_evals"
+    and "_steps" and the folder's name under "_name"; None when the folder has no run.json."""
+    run = read_json(folder / "run.json") if (folder / "run.json").is_file() else None
+    if run is None:
+        return None
+    run["_evals"] = read_csv(folder / "evals.csv")
+    run["_steps"] = read_csv(folder / "steps.csv")
+    run["_name"] = folder.name
+    return run

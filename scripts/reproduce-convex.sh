@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# terngrad-bench: regenerates reports/convex (curves, summaries, plots, check log, README.md) with `terngrad converge`
+# and `python -m terngrad.report convex`. Run from the repository root:
+#   bash scripts/reproduce-convex.sh [build/<dir>/apps/terngrad]
+# The six runs took 72.5 s in all on the 2-core development machine (the sum of their `seconds`; each is in
+# reports/convex/README.md).
+# Kept in git: */summary.json, commands.txt, the figures and README.md; curves.csv and run.log are regenerated here.
+# Python: $PYTHON (default build/venv/bin/python) with the built package build/<dir>/python/package.
+set -euo pipefail
+TG=${1:-build/default/apps/terngrad}
+OUT=reports/convex
+PY=${PYTHON:-build/venv/bin/python}
+PKG=${TG_PACKAGE:-$(cd "$(dirname "$TG")/.." && pwd)/python/package}
+mkdir -p "$OUT"
+run() { echo "+ $*" >&2; "$@"; }
+{
+  echo "# commands run by scripts/reproduce-convex.sh on $(date -u +%Y-%m-%dT%H:%MZ)"
+  run $TG converge --quiet --out $OUT/decay --problem lsq --dim 20 --steps 4000 --seeds 40 --every 20 \
+    --methods float,tern,qsgd,sign
+  run $TG converge --quiet --out $OUT/ball --problem lsq --dim 10 --schedule const --gamma 0.05 \
+    --start-at-optimum --steps 2000 --seeds 30 --every 20 --methods float,tern,tern-mutant-2s
+  run $TG converge --quiet --out $OUT/layerwise --problem multiscale --dim 8 --blocks 2 --scale-ratio 100 \
+    --schedule const --gamma 0.05 --start-at-optimum --steps 2000 --seeds 30 --every 20 \
+    --methods float,tern,tern-global,tern-unshared
+  run $TG converge --quiet --out $OUT/clip --problem lsq --dim 20 --spike 3 --batch 1 --schedule const --gamma 0.02 \
+    --start-at-optimum --steps 4000 --seeds 20 --every 40 --methods float,tern,tern-clip,sign
+  run $TG converge --quiet --out $OUT/logistic --problem logistic --dim 20 --samples 1000 --steps 4000 --seeds 20 \
+    --every 20 --gamma0 30 --t0 10 --methods float,tern,tern-clip,qsgd,sign
+  run $TG converge --quiet --out $OUT/checks --steps 10 --seeds 1 --methods float --checks
+} > $OUT/run.log 2>&1 || { cat $OUT/run.log; exit 1; }
+grep -E '^(#|\+ )' $OUT/run.log > $OUT/commands.txt
+PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" $PY -m terngrad.report convex $OUT
+echo "wrote $OUT (log: $OUT/run.log)"

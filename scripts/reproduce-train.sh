@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# terngrad-bench: the training runs behind reports/train/README.md (LeNet and CifarNet on Fashion-MNIST,
+# synthetic-data profiles of AlexNet / GoogLeNet / VGG-A), then the report itself. Run from the repository root:
+#   bash scripts/reproduce-train.sh build/<dir>/apps/terngrad [lenet|lenet3k|cifarnet|overhead|profile|all]
+# Each run writes reports/train/runs/<name>/{run.json,evals.csv,steps.csv,layers.csv} and <name>.log (not kept
+# in git); the runs of a group run at the same time (one LibTorch thread each). Then
+# `python -m terngrad.report train` renders reports/train/README.md and its figures from every run there.
+# The wall time of each run is in the README's "Reproduce" table (lenet: about 35 minutes, side by side with cifarnet).
+# Python: $PYTHON (default build/venv/bin/python) with the built package build/<dir>/python/package.
+set -euo pipefail
+TG=${1:?path to the terngrad binary}
+WHAT=${2:-all}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=$ROOT/reports/train/runs
+PY=${PYTHON:-$ROOT/build/venv/bin/python}
+PKG=${TG_PACKAGE:-$(cd "$(dirname "$TG")/.." && pwd)/python/package}
+mkdir -p "$OUT"
+
+run() {  # name, then train options
+  local name=$1; shift
+  "$TG" train "$@" --out "$OUT/$name" > "$OUT/$name.log" 2>&1 && echo "done $name" || echo "FAILED $name (see $OUT/$name.log)"
+}
+
+if [[ $WHAT == lenet || $WHAT == all ]]; then
+  # LeNet (Caffe solver: momentum 0.9, lr 0.01 inv policy, weight decay 5e-4), total batch 64,
+  # 1000 steps (64000 images, 1.07 epochs of the 60000), test accuracy on all 10000 test images.
+  L="--model lenet --data fashion-mnist --batch 64 --steps 1000 --eval-every 200 --seed 1"
+  run lenet-float-2w    $L --codec float    --workers 2 &
+  run lenet-terngrad-2w $L --codec terngrad --workers 2 &
+  run lenet-float-8w    $L --codec float    --workers 8 &
+  run lenet-terngrad-8w $L --codec terngrad --workers 8 &
+fi
+
+if [[ $WHAT == lenet3k ]]; then
+  # The same LeNet settings for 3000 steps, evaluation every 500 (not part of `all`).
+  L="--model lenet --data fashion-mnist --batch 64 --steps 3000 --eval-every 500 --seed 1"
+  run lenet3k-float-2w    $L --codec float    --workers 2 &
+  run lenet3k-terngrad-2w $L --codec terngrad --workers 2 &
+  run lenet3k-float-8w    $L --codec float    --workers 8 &
+  run lenet3k-terngrad-8w $L --codec terngrad --workers 8 &
+fi
+
+if [[ $WHAT == cifarnet || $WHAT == all ]]; then
+  # CifarNet on Fashion-MNIST padded to 32x32 and cropped to 24x24 (no CIFAR-10 on this machine),
+  # Adam lr 2e-4, weight decay 0.004 (the paper's settings), 2 workers x 32 images, 150 steps,
+  # test accuracy on the first 2000 test images.
+  C="--model cifarnet --data fashion-mnist --optimizer adam --lr 0.0002 --lr-policy fixed --weight-decay 0.004 \
+     --batch 64 --workers 2 --steps 150 --eval-every 50 --test-limit 2000 --seed 1"
+  run cifarnet-float           $C --codec float &
+  run cifarnet-terngrad-noclip $C --codec terngrad --clip none &
+  run cifarnet-terngrad-clip   $C --codec terngrad --clip saturate --c 2.5 &
+fi
+wait
+
+if [[ $WHAT == overhead || $WHAT == all ]]; then
+  # Codec overhead: the same 200 LeNet steps with float and with TernGrad, one after the other (not
+  # alongside other runs), 2 workers, 1000 test images.
+  O="--model lenet --batch 64 --workers 2 --steps 200 --eval-every 0 --test-limit 1000 --seed 2"
+  run overhead-float    $O --codec float
+  run overhead-terngrad $O --codec terngrad
+fi
+
+if [[ $WHAT == profile || $WHAT == all ]]; then
+  # Per-layer gradient sizes and step time on synthetic ImageNet-shaped batches (2 workers x 2 images).
+  for m in alexnet googlenet vgga; do
+    run "profile-$m" --model "$m" --data synthetic --batch 4 --workers 2 --steps 2 --eval-every 0 --test-limit 4 \
+        --codec terngrad --float-below 9217
+  done
+  # LeNet payload sizes with base3 packing (5 steps are enough: sizes do not depend on the values).
+  run lenet-terngrad-base3-bytes --model lenet --batch 64 --workers 2 --steps 5 --eval-every 0 --test-limit 100 \
+      --codec terngrad --packing base3
+fi
+
+PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m terngrad.report train --runs "$OUT" --out "$ROOT/reports/train"
