@@ -1,6 +1,7 @@
 // terngrad-bench: `terngrad report`: gathers the JSON/CSV that verify, converge, bench and train
 // wrote under reports/ and renders reports/index.md (+ index.html) with PNG plots, by running
-// python/report.py with the project's Python (build/venv). Run: terngrad report [--reports DIR]
+// `python -m terngrad.report index` (python/terngrad/report/) with the project's Python (build/venv)
+// and the package built next to this program. Run: terngrad report [--reports DIR]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,18 +16,15 @@
 
 #include "commands.hpp"
 
-#ifndef TG_REPORT_PYTHONPATH
-#define TG_REPORT_PYTHONPATH ""  // the built `terngrad` package, when the bindings were built
-#endif
-
 namespace tg::app {
 namespace {
+
+constexpr const char* kPackage = TG_REPORT_PYTHONPATH;  // the built `terngrad` package (python/package)
 
 struct ReportOptions {
   std::string reports = "reports";
   std::string out;  // default: <reports>/index.md
   std::string python = TG_REPORT_PYTHON;
-  std::string script = TG_REPORT_SCRIPT;
   bool no_html = false;
   bool no_live = false;
   int live_draws = 2000;
@@ -43,12 +41,13 @@ int run_report(const ReportOptions& o) {
   if (!fs::exists(o.python))
     throw std::runtime_error("Python interpreter " + o.python +
                              " not found; run scripts/setup.sh (it creates build/venv) or pass --python PATH");
-  if (!fs::exists(o.script))
-    throw std::runtime_error("report renderer " + o.script + " not found (pass --script PATH)");
+  if (!fs::is_directory(std::string(kPackage) + "/terngrad"))
+    throw std::runtime_error("the built Python package " + std::string(kPackage) +
+                             " is missing (build the target tg_python)");
   if (!fs::is_directory(o.reports))
     throw std::runtime_error("reports folder " + o.reports + " does not exist (pass --reports DIR)");
 
-  std::vector<std::string> args = {o.python, o.script, "--reports", o.reports};
+  std::vector<std::string> args = {o.python, "-m", "terngrad.report", "index", "--reports", o.reports};
   if (!o.out.empty()) args.insert(args.end(), {"--out", o.out});
   if (o.no_html) args.push_back("--no-html");
   if (o.no_live) args.push_back("--no-live");
@@ -62,13 +61,11 @@ int run_report(const ReportOptions& o) {
   pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {
-    // the renderer's live section imports the bindings built next to this program
-    std::string pkg = TG_REPORT_PYTHONPATH;
-    if (!pkg.empty() && fs::is_directory(pkg)) {
-      const char* old = std::getenv("PYTHONPATH");
-      std::string value = old && *old ? pkg + ":" + old : pkg;
-      ::setenv("PYTHONPATH", value.c_str(), 1);
-    }
+    // the renderer is the package built next to this program (its live section uses the bindings)
+    std::string pkg = kPackage;
+    const char* old = std::getenv("PYTHONPATH");
+    std::string value = old && *old ? pkg + ":" + old : pkg;
+    ::setenv("PYTHONPATH", value.c_str(), 1);
     ::execv(argv[0], argv.data());
     std::fprintf(stderr, "terngrad report: error: cannot run %s: %s\n", argv[0], std::strerror(errno));
     std::_Exit(127);
@@ -79,10 +76,12 @@ int run_report(const ReportOptions& o) {
   }
   if (WIFEXITED(status)) {
     int rc = WEXITSTATUS(status);
-    if (rc == 0 || rc == 1 || rc == 2) return rc;  // the renderer follows the 0/1/2 convention
-    throw std::runtime_error("report renderer " + o.script + " exited with status " + std::to_string(rc));
+    if (rc == 0) return 0;
+    // the renderer states its own errors; this line names the program in case it said nothing
+    std::fprintf(stderr, "terngrad report: %s -m terngrad.report index exited with status %d\n", o.python.c_str(), rc);
+    return rc == 1 ? 1 : 2;  // 1: a section's input failed its checks; anything else is an error
   }
-  throw std::runtime_error("report renderer " + o.script + " was killed by signal " +
+  throw std::runtime_error(o.python + " -m terngrad.report index was killed by signal " +
                            std::to_string(WTERMSIG(status)));
 }
 
@@ -98,7 +97,6 @@ static Command report_command() {
     sub->add_option("--out", opts->out, "Markdown file to write (default: <reports>/index.md)");
     sub->add_option("--python", opts->python, "Python interpreter with numpy and matplotlib")
         ->capture_default_str();
-    sub->add_option("--script", opts->script, "The renderer script")->capture_default_str();
     sub->add_option("--title", opts->title, "Title of the report");
     sub->add_option("--note", opts->note, "Markdown file put under the title (e.g. how the inputs were made)")
         ->check(CLI::ExistingFile);
