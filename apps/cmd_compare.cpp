@@ -69,10 +69,14 @@ static Command compare_command() {
     // Not ->required(): CLI11 would then report a missing A before an unknown option; run_compare checks.
     sub->add_option("A", opts->a, impl_help);
     sub->add_option("B", opts->b, impl_help);
-    sub->add_option("--d", opts->d, "Elements per gradient family (lenet keeps its layer shapes)")
+    sub->add_option("--elements", opts->d, "Elements per gradient family (lenet keeps its layer shapes)")
         ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26))
         ->capture_default_str();
-    sub->add_option("--steps", opts->steps, "Draws per stream key")->check(CLI::Range(1u, 1024u))->capture_default_str();
+    sub->add_option("--draws", opts->steps, "Draws per stream key (steps 0..N-1 of the key)")
+        ->check(CLI::Range(1u, 1024u))
+        ->capture_default_str();
+    hidden_alias(sub, "--d", opts->d, "--elements")->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26));
+    hidden_alias(sub, "--steps", opts->steps, "--draws")->check(CLI::Range(1u, 1024u));
     sub->add_option("--seed", opts->seed, "Seed of the gradients and of the stream keys")->capture_default_str();
     sub->add_option("--clip", opts->clip, "Clipping modes to compare, comma-separated")
         ->delimiter(',')

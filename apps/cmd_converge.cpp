@@ -52,7 +52,7 @@ struct ConvergeOptions {
   bool checks = false;
   double alpha = 1e-5;
   double beta = 1e-3;
-  bool json = false;
+  std::string json;  // FILE, or "-" for stdout
   bool quiet = false;
 };
 
@@ -173,7 +173,8 @@ int run_converge(const ConvergeOptions& o) {
   write_file_atomic(dir / "curves.csv", curves_csv(curves));
   write_file_atomic(dir / "summary.json", summary.dump() + "\n");
 
-  if (o.json) {
+  if (!o.json.empty() && o.json != "-") write_file_atomic(o.json, summary.dump(1) + "\n");
+  if (o.json == "-") {
     std::printf("%s\n", summary.dump(1).c_str());
   } else {
     auto ev = problem->hessian_eigenvalues();
@@ -244,7 +245,8 @@ static Command converge_command() {
                   "scale by --scale-ratio; logistic: L2-regularized logistic regression (w* by Newton)")
         ->check(CLI::IsMember({"lsq", "multiscale", "logistic"}))->capture_default_str();
     s->add_option("--dim", o->dim, "Features (parameters per block)")->check(CLI::Range(1, 4096))->capture_default_str();
-    s->add_option("--samples", o->samples, "Data points n (>= dim)")->check(CLI::Range(2, 10000000))->capture_default_str();
+    s->add_option("--data-size", o->samples, "Data points n (>= dim)")->check(CLI::Range(2, 10000000))->capture_default_str();
+    hidden_alias(s, "--samples", o->samples, "--data-size")->check(CLI::Range(2, 10000000));
     s->add_option("--kappa", o->kappa, "Condition number of the feature covariance (feature scales decay geometrically)")
         ->check(CLI::Range(1.0, 1e8))->capture_default_str();
     s->add_option("--blocks", o->blocks, "multiscale: number of parameter blocks (layers)")->check(CLI::Range(1, 64))->capture_default_str();
@@ -280,8 +282,9 @@ static Command converge_command() {
                 "if one fails");
     s->add_option("--alpha", o->alpha, "--checks: false-fail probability per decision")->check(CLI::Range(1e-12, 0.5))->capture_default_str();
     s->add_option("--beta", o->beta, "--checks: 1 - power at which detectable effects are stated")->check(CLI::Range(1e-12, 0.5))->capture_default_str();
-    s->add_flag("--json", o->json, "Print the summary JSON on stdout instead of the table");
-    s->add_flag("--quiet", o->quiet, "No progress line on stderr");
+    s->add_option("--json", o->json, "Also write the summary JSON to FILE ('-': on stdout, instead of the table)");
+    s->add_flag("--no-progress", o->quiet, "No progress line on stderr");
+    hidden_alias(s, "--quiet", o->quiet, "--no-progress");
     return s;
   };
   cmd.run_fn = [o] { return guarded("converge", [&] { return run_converge(*o); }); };

@@ -19,12 +19,27 @@
 namespace tg::app {
 namespace {
 
-constexpr const char* kPackage = TG_REPORT_PYTHONPATH;  // the built `terngrad` package (python/package)
+namespace fs = std::filesystem;
+
+// The build folder this program sits in (<build>/apps/terngrad): the package is built at
+// <build>/python/package, and scripts/setup.sh makes the interpreter build/venv/bin/python next to
+// the preset folders. Found at run time, so no path of the build machine is compiled in.
+fs::path build_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path().parent_path();
+}
+std::string package_dir() { return (build_dir() / "python" / "package").string(); }
+std::string default_python() {
+  if (const char* env = std::getenv("TERNGRAD_PYTHON"); env && *env) return env;
+  fs::path venv = build_dir().parent_path() / "venv" / "bin" / "python";
+  return fs::exists(venv) ? venv.string() : std::string("python3");
+}
 
 struct ReportOptions {
   std::string reports = "reports";
   std::string out;  // default: <reports>/index.md
-  std::string python = TG_REPORT_PYTHON;
+  std::string python = default_python();
   bool no_html = false;
   bool no_live = false;
   int live_draws = 2000;
@@ -33,16 +48,15 @@ struct ReportOptions {
 };
 
 int run_report(const ReportOptions& o) {
-  namespace fs = std::filesystem;
   if (o.python.empty())
     throw std::runtime_error(
         "no Python interpreter was configured; run scripts/setup.sh (it creates build/venv), "
         "then reconfigure, or pass --python PATH");
-  if (!fs::exists(o.python))
+  if (o.python.find('/') != std::string::npos && !fs::exists(o.python))
     throw std::runtime_error("Python interpreter " + o.python +
                              " not found; run scripts/setup.sh (it creates build/venv) or pass --python PATH");
-  if (!fs::is_directory(std::string(kPackage) + "/terngrad"))
-    throw std::runtime_error("the built Python package " + std::string(kPackage) +
+  if (!fs::is_directory(package_dir() + "/terngrad"))
+    throw std::runtime_error("the built Python package " + package_dir() +
                              " is missing (build the target tg_python)");
   if (!fs::is_directory(o.reports))
     throw std::runtime_error("reports folder " + o.reports + " does not exist (pass --reports DIR)");
@@ -62,11 +76,11 @@ int run_report(const ReportOptions& o) {
   if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {
     // the renderer is the package built next to this program (its live section uses the bindings)
-    std::string pkg = kPackage;
+    std::string pkg = package_dir();
     const char* old = std::getenv("PYTHONPATH");
     std::string value = old && *old ? pkg + ":" + old : pkg;
     ::setenv("PYTHONPATH", value.c_str(), 1);
-    ::execv(argv[0], argv.data());
+    ::execvp(argv[0], argv.data());  // a bare name (python3) is looked up on PATH
     std::fprintf(stderr, "terngrad report: error: cannot run %s: %s\n", argv[0], std::strerror(errno));
     std::_Exit(127);
   }
@@ -95,7 +109,8 @@ static Command report_command() {
         "report", "Render reports/index.md (+ html, PNG plots) from the JSON/CSV the other tools wrote");
     sub->add_option("--reports", opts->reports, "Folder with the tools' outputs (searched recursively)");
     sub->add_option("--out", opts->out, "Markdown file to write (default: <reports>/index.md)");
-    sub->add_option("--python", opts->python, "Python interpreter with numpy and matplotlib")
+    sub->add_option("--python", opts->python, "Python interpreter with numpy and matplotlib (default: $TERNGRAD_PYTHON, else build/venv/bin/python "
+                    "beside this build, else python3 on PATH)")
         ->capture_default_str();
     sub->add_option("--title", opts->title, "Title of the report");
     sub->add_option("--note", opts->note, "Markdown file put under the title (e.g. how the inputs were made)")

@@ -1,18 +1,27 @@
 // terngrad-bench: the `terngrad train` and `terngrad launch` subcommands (and the hidden `train-store`).
 //   terngrad train --model lenet --codec terngrad --workers 2 --steps 1000 --out reports/train/runs/x
 //   terngrad launch --nproc 2 -- --model lenet --steps 100 --out /tmp/run
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "tg/atomic_file.hpp"
 #include "tg/train/launcher.hpp"
 #include "tg/train/trainer.hpp"
 
 namespace tg::app {
 namespace {
 
-void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, bool& json) {
+// What the command line adds to the training configuration.
+struct TrainCli {
+  std::string json;  // FILE, or "-" for stdout
+  bool progress = false, no_progress = false;
+};
+
+void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) {
   sub->add_option("--model", c.model, "Net")->check(CLI::IsMember({"lenet", "cifarnet", "alexnet", "googlenet", "vgga"}));
   sub->add_option("--data", c.data, "Data: fashion-mnist (Debian package), mnist or cifar10 (with --data-dir), synthetic")
       ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10", "synthetic"}));
@@ -44,7 +53,8 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, bool& json) {
   sub->add_option("--eval-every", c.eval_every, "Test accuracy every N steps (0: only at the end)")->check(CLI::NonNegativeNumber);
   sub->add_option("--out", c.out_dir, "Folder for steps.csv, layers.csv, evals.csv, run.json, weights.f32");
   sub->add_flag("--save-weights", c.save_weights, "Also write the final parameters to weights.f32 in --out");
-  sub->add_flag("--progress", c.progress, "Progress bar with loss and throughput on stderr");
+  sub->add_flag("--progress", cli.progress, "Progress bar on stderr even when it is not a terminal");
+  sub->add_flag("--no-progress", cli.no_progress, "No progress bar (default: a bar when stderr is a terminal)");
   sub->add_option("--checkpoint", c.checkpoint, "Checkpoint file, written every --checkpoint-every steps and at the end");
   sub->add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints")->check(CLI::NonNegativeNumber);
   sub->add_option("--resume", c.resume, "Continue from this checkpoint")->check(CLI::ExistingFile);
@@ -60,10 +70,12 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, bool& json) {
   sub->add_option("--fault-kill-at-step", c.fault_kill_at_step)->group("");
   sub->add_option("--fault-hang-at-step", c.fault_hang_at_step)->group("");
   sub->add_option("--fault-rank", c.fault_rank)->group("");
-  sub->add_flag("--json", json, "Print the run summary as JSON on stdout");
+  sub->add_option("--json", cli.json, "Also write the run summary as JSON to FILE ('-': on stdout, instead of the text)");
 }
 
-int run_train(const tg::train::TrainConfig& c, bool json) {
+int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
+  if (cli.progress && cli.no_progress) throw std::invalid_argument("--progress and --no-progress contradict each other");
+  c.progress = cli.progress || (!cli.no_progress && ::isatty(STDERR_FILENO));
   if ((c.world_size > 0) != (c.rank >= 0))
     throw std::invalid_argument("--rank and --world-size go together (or use `terngrad launch`)");
   if (c.world_size > 0 && c.rank >= c.world_size)
@@ -76,14 +88,17 @@ int run_train(const tg::train::TrainConfig& c, bool json) {
     af += l.float_bytes;
     if (l.ternary) tp += l.payload_bytes, tf += l.float_bytes;
   }
-  if (json) {
+  if (!cli.json.empty()) {
     nlohmann::json j = {{"model", c.model}, {"data", r.data_description}, {"codec", c.codec}, {"workers", r.workers},
                         {"steps", r.steps}, {"final_test_accuracy", r.final_test_accuracy},
                         {"payload_bytes_per_worker_step", ap}, {"float32_bytes_per_worker_step", af},
                         {"time_s", {{"compute", r.compute_s}, {"encode", r.encode_s}, {"communicate", r.comm_s},
                                     {"decode", r.decode_s}, {"optimizer", r.optimizer_s}, {"wall", r.wall_s}}}};
-    std::printf("%s\n", j.dump().c_str());
-    return 0;
+    if (cli.json == "-") {
+      std::printf("%s\n", j.dump().c_str());
+      return 0;
+    }
+    tg::write_file_atomic(cli.json, j.dump(1) + "\n");
   }
   std::printf("model %s, codec %s, %d %s, total batch %d, steps %ld..%ld, seed %llu\n", c.model.c_str(), c.codec.c_str(),
               r.workers, c.world_size > 0 ? "ranks (c10d/Gloo)" : "simulated workers", c.batch, r.start_step, r.steps,
@@ -108,14 +123,14 @@ static std::vector<Command> train_commands() {
   std::vector<Command> list;
   {
     auto cfg = std::make_shared<tg::train::TrainConfig>();
-    auto json = std::make_shared<bool>(false);
+    auto cli = std::make_shared<TrainCli>();
     Command c;
-    c.add_fn = [cfg, json](CLI::App& app) {
+    c.add_fn = [cfg, cli](CLI::App& app) {
       CLI::App* sub = app.add_subcommand("train", "Train a paper net with float or TernGrad gradients (LibTorch)");
-      add_train_options(sub, *cfg, *json);
+      add_train_options(sub, *cfg, *cli);
       return sub;
     };
-    c.run_fn = [cfg, json] { return guarded("train", [&] { return run_train(*cfg, *json); }); };
+    c.run_fn = [cfg, cli] { return guarded("train", [&] { return run_train(*cfg, *cli); }); };
     list.push_back(c);
   }
   {

@@ -36,6 +36,19 @@ inline CLI::Validator positive_finite() {
       "POSITIVE");
 }
 
+// An old option name kept working, listed apart under "Old names" in --help: `alias` writes into the same variable as the
+// option that replaced it (the vocabulary table in README.md lists the current names). Returned so that
+// the caller gives it the same checks as the current option.
+template <class T>
+CLI::Option* hidden_alias(CLI::App* sub, const std::string& alias, T& variable, const std::string& current) {
+  return sub->add_option(alias, variable, "old name of " + current)->group("Old names");
+}
+template <>
+inline CLI::Option* hidden_alias<bool>(CLI::App* sub, const std::string& alias, bool& variable,
+                                       const std::string& current) {
+  return sub->add_flag(alias, variable, "old name of " + current)->group("Old names");
+}
+
 // Runs fn, turning tg::Error and std::exception into one line on stderr and exit code 2.
 int guarded(const char* command, const std::function<int()>& fn);
 

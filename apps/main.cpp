@@ -1,6 +1,6 @@
 // terngrad-bench: the `terngrad` command-line program (one binary, subcommands).
 //   terngrad --help            lists the subcommands
-//   terngrad demo --n 1000000  encodes one gradient and checks the variance identity by Monte-Carlo
+//   terngrad demo --elements 1000000  encodes one gradient and checks the variance identity by Monte-Carlo
 // Exit codes: 0 pass, 1 a check failed, 2 usage or input error.
 #include <CLI/CLI.hpp>
 
@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
     return std::string("terngrad: ") + e.what() + " (see --help)\n";
   });
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.option_defaults()->always_capture_default();  // every --help shows each option's default
   app.set_version_flag("--version", std::string("terngrad ") + tg::kToolVersion + " (source " + tg::kSourceCommit + ")");
   std::vector<tg::app::Command> commands = tg::app::all_commands();
   for (auto& c : commands) c.add(app);

@@ -28,7 +28,7 @@ void validate(const ProblemSpec& s) {
   auto bad = [](const std::string& m) { throw std::invalid_argument(m); };
   if (s.dim < 1 || s.dim > 4096) bad("dim must be in [1, 4096], got " + std::to_string(s.dim));
   if (s.samples < 2 || s.samples > 10000000) bad("samples must be in [2, 1e7], got " + std::to_string(s.samples));
-  if (s.samples < s.dim) bad("samples (" + std::to_string(s.samples) + ") must be >= dim (" + std::to_string(s.dim) + ")");
+  if (s.samples < s.dim) bad("data size (" + std::to_string(s.samples) + ") must be >= dim (" + std::to_string(s.dim) + ")");
   if (!std::isfinite(s.kappa) || s.kappa < 1.0 || s.kappa > 1e8) bad("kappa must be in [1, 1e8]");
   if (s.blocks < 1 || s.blocks > 64) bad("blocks must be in [1, 64], got " + std::to_string(s.blocks));
   if (!std::isfinite(s.scale_ratio) || s.scale_ratio < 1.0 || s.scale_ratio > 1e6) bad("scale-ratio must be in [1, 1e6]");
