@@ -76,7 +76,8 @@ enum class Isa { portable, avx2, avx512, best };
 std::unique_ptr<Codec> make_optimized_codec(unsigned threads = 0, bool force_portable = false);
 /// The optimized codec with one instruction set (tg::Error invalid_argument if this CPU lacks it).
 std::unique_ptr<Codec> make_optimized_codec_isa(unsigned threads, Isa isa);
-/// Whether this CPU runs the AVX2 (AVX2) and AVX-512 (AVX512F + BMI2) kernels.
+/// Whether this CPU runs the AVX2 (AVX2) and AVX-512 (AVX512F + BMI2) kernels (always false where
+/// the library was built without them: targets other than x86-64).
 bool cpu_has_avx2();
 bool cpu_has_avx512();
 
