@@ -34,9 +34,12 @@ bool device_available(std::string* why) {
     cudaGetLastError();
     return say(std::string("cannot query the CUDA device: ") + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
   }
-  if (major < 9)
+  // Whether this build has code for the device, asked of the runtime rather than assumed from a list.
+  std::string missing = detail::missing_kernel_image();
+  if (!missing.empty())
     return say("CUDA device " + std::to_string(device) + " has compute capability " + std::to_string(major) + "." +
-               std::to_string(minor) + "; this build targets 9.0 and newer");
+               std::to_string(minor) + ", for which this build holds no kernel code (" + missing +
+               "); rebuild with CMAKE_CUDA_ARCHITECTURES including it");
   if (why) why->clear();
   return true;
 }
