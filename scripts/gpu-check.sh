@@ -61,7 +61,7 @@ else
   bench=$build/bench/cuda/tg_cuda_bench
 fi
 
-# Every CUDA test (from the repository root: the known-answer files are read from tests/data).
+# Every CUDA test (from the repository root: the known-answer files are read from codec/tests/data).
 timeout 60 "$tiles" 2>&1 | tee "$out/tiles-tests.log" | tail -3
 record "host replay tests" "${PIPESTATUS[0]}"
 timeout 240 "$gpu_tests" 2>&1 | tee "$out/gpu-tests.log" | grep -E "^\[ *(OK|FAILED|SKIPPED|PASSED) " 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""terngrad-bench: writes tests/data/golden_payloads.txt from an independent pure-Python
+"""terngrad-bench: writes codec/tests/data/golden_payloads.txt from an independent pure-Python
 implementation of the codec as codec/include/tg/*.hpp specify it
 (Philox4x32-10, keying, keep rule, clipping statistics in the canonical order, packings, header, CRC32C).
 
-Run: python3 scripts/make_golden.py > tests/data/golden_payloads.txt
+Run: python3 scripts/make_golden.py > codec/tests/data/golden_payloads.txt
 The C++ tests check the C++ codecs against this file; this script checks itself against the
 published Philox known answers and the CRC32C check value before it writes anything.
 """

@@ -1,6 +1,6 @@
 """terngrad-bench: pytest suite of the Python bindings (module `terngrad`, python/src/bindings.cpp).
 Run: ctest -L python, or PYTHONPATH=build/<preset>/python/package build/venv/bin/python -m pytest python/tests
-Bytes are checked against tests/data/golden_payloads.txt (written by scripts/make_golden.py)."""
+Bytes are checked against codec/tests/data/golden_payloads.txt (written by scripts/make_golden.py)."""
 import math
 import pathlib
 import struct
@@ -11,7 +11,7 @@ import pytest
 import terngrad as tg
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-GOLDEN = REPO / "tests" / "data" / "golden_payloads.txt"
+GOLDEN = REPO / "codec" / "tests" / "data" / "golden_payloads.txt"
 
 
 def golden_cases():

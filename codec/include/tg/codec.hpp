@@ -59,6 +59,14 @@ class Codec {
   /// Ternarize and pack in one pass; body.size() == body_bytes(packing, g.size()).
   virtual void encode_body(std::span<const float> g, const ScalarRule& rule, const StreamKey& key,
                            Packing packing, std::span<std::uint8_t> body) const = 0;
+  /// One tensor's whole encode below the header: the rule (its own scalar under params.clip, or
+  /// *shared_scalar with the tensor's own clip bound when shared_scalar is not null) and the body
+  /// (body.size() == body_bytes(params.packing, g.size())); returns the rule. Throws NonFiniteError
+  /// naming key.tensor. tg::encode and tg::encode_with_scalar call this once per tensor. The default
+  /// runs max_abs, moments (when clipping) and encode_body; a codec that must move g elsewhere first
+  /// (the CUDA codec uploads it) overrides it to move g once instead of once per call.
+  virtual ScalarRule encode_tensor(std::span<const float> g, const Params& params, const StreamKey& key,
+                                   const float* shared_scalar, std::span<std::uint8_t> body) const;
   /// Unpacks a ternary body into trits, rejecting invalid codes (tg::Error invalid_code).
   virtual void unpack(Packing packing, std::span<const std::uint8_t> body,
                       std::span<std::int8_t> trits) const = 0;
@@ -76,7 +84,8 @@ enum class Isa { portable, avx2, avx512, best };
 std::unique_ptr<Codec> make_optimized_codec(unsigned threads = 0, bool force_portable = false);
 /// The optimized codec with one instruction set (tg::Error invalid_argument if this CPU lacks it).
 std::unique_ptr<Codec> make_optimized_codec_isa(unsigned threads, Isa isa);
-/// Whether this CPU runs the AVX2 (AVX2) and AVX-512 (AVX512F + BMI2) kernels.
+/// Whether this CPU runs the AVX2 (AVX2) and AVX-512 (AVX512F + BMI2) kernels (always false where
+/// the library was built without them: targets other than x86-64).
 bool cpu_has_avx2();
 bool cpu_has_avx512();
 

@@ -34,8 +34,9 @@ class CudaError : public std::runtime_error {
   int status_;
 };
 
-/// True when a CUDA driver and a device this build can run on (compute capability 9.0 or newer) are
-/// present. Otherwise false, with the reason in *why (when why is not null). Never throws or aborts.
+/// True when a CUDA driver and a device this build has code for are present (by default compute
+/// capability 8.0 and newer: A100, H100/H200, later devices through PTX; see CMAKE_CUDA_ARCHITECTURES).
+/// Otherwise false, with the reason in *why (when why is not null). Never throws or aborts.
 bool device_available(std::string* why = nullptr);
 
 /// Names of the kernel versions, oldest first (the last one is the default). Tests and benchmarks

@@ -109,13 +109,13 @@ std::vector<std::uint8_t> encode_float(std::span<const float> g, std::uint32_t t
   return out;
 }
 
-std::vector<std::uint8_t> encode_rule(const Codec& codec, std::span<const float> g,
-                                      const Params& params, const StreamKey& key,
-                                      const ScalarRule& rule) {
+// Header + body of one ternary tensor through the codec's one per-tensor call.
+std::vector<std::uint8_t> encode_ternary(const Codec& codec, std::span<const float> g, const Params& params,
+                                         const StreamKey& key, const float* shared_scalar) {
   std::uint64_t nbody = body_bytes(params.packing, g.size());
   std::vector<std::uint8_t> out(kHeaderBytes + nbody);
   std::span<std::uint8_t> body(out.data() + kHeaderBytes, nbody);
-  codec.encode_body(g, rule, key, params.packing, body);
+  ScalarRule rule = codec.encode_tensor(g, params, key, shared_scalar, body);
   Header h{params.packing, g.size(), rule.scalar, key.tensor, crc32c(body)};
   write_header(h, out);
   return out;
@@ -132,8 +132,8 @@ std::vector<std::uint8_t> encode(const Codec& codec, std::span<const float> g, c
     codec.max_abs(g, key.tensor);  // same finiteness rule for float tensors
     return encode_float(g, key.tensor);
   }
-  ScalarRule rule = own_rule(codec, g, params, key.tensor);
-  return encode_rule(codec, g, params, key, rule);
+  check_size(g.size());
+  return encode_ternary(codec, g, params, key, nullptr);
 }
 
 std::vector<std::uint8_t> encode_with_scalar(const Codec& codec, std::span<const float> g,
@@ -148,9 +148,18 @@ std::vector<std::uint8_t> encode_with_scalar(const Codec& codec, std::span<const
     codec.max_abs(g, key.tensor);
     return encode_float(g, key.tensor);
   }
-  codec.max_abs(g, key.tensor);
-  float bound = clip_bound_checked(codec, g, params);
-  return encode_rule(codec, g, params, key, make_rule(scalar, bound));
+  return encode_ternary(codec, g, params, key, &scalar);
+}
+
+ScalarRule Codec::encode_tensor(std::span<const float> g, const Params& params, const StreamKey& key,
+                                const float* shared_scalar, std::span<std::uint8_t> body) const {
+  float m = max_abs(g, key.tensor);
+  float bound = clip_bound_checked(*this, g, params);
+  // own scalar: clip: max|clamp(g)|; saturate: min(c sigma, max|g|). Shared: the given scalar, with
+  // magnitudes above this worker's own bound clamped to it.
+  ScalarRule rule = shared_scalar ? make_rule(*shared_scalar, bound) : make_rule(std::min(m, bound), std::min(m, bound));
+  encode_body(g, rule, key, params.packing, body);
+  return rule;
 }
 
 std::vector<std::vector<std::uint8_t>> encode_layers(const Codec& codec,

@@ -126,12 +126,12 @@ float avx2_max_abs(const float* g, std::size_t begin, std::size_t end, std::size
     m0 = _mm256_max_ps(m0, a0);
     m1 = _mm256_max_ps(m1, a1);
   }
-  if (!_mm256_testz_si256(bad, bad)) return portable_kernels().max_abs(g, begin, end, first_bad);
+  // A non-finite value somewhere: the scalar scan names the first one.
+  if (!_mm256_testz_si256(bad, bad)) return max_abs_scalar(g, begin, end, first_bad);
   float lanes[8];
   _mm256_storeu_ps(lanes, _mm256_max_ps(m0, m1));
   float m = *std::max_element(lanes, lanes + 8);
-  float tail = portable_kernels().max_abs(g, k, end, first_bad);
-  if (*first_bad != kNoBadIndex) return m;
+  float tail = max_abs_scalar(g, k, end, first_bad);
   return std::max(m, tail);
 }
 
@@ -185,7 +185,7 @@ void avx2_ternarize(const float* g, std::size_t begin, std::size_t end, const Sc
       std::memcpy(trits + k + 8 * v, &out, 8);
     }
   }
-  if (k < end) portable_kernels().ternarize(g, k, end, rule, key, trits);
+  ternarize_scalar(g, k, end, rule, key, trits + k);
 }
 
 void avx2_encode_2bit(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
@@ -205,7 +205,7 @@ void avx2_encode_2bit(const float* g, std::size_t begin, std::size_t end, const 
     }
     std::memcpy(body + k / 4, &out, 8);
   }
-  if (k < end) portable_kernels().encode_2bit(g, k, end, rule, key, body);
+  encode_2bit_scalar(g, k, end, rule, key, body);
 }
 
 void avx2_encode_base3(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
@@ -214,8 +214,7 @@ void avx2_encode_base3(const float* g, std::size_t begin, std::size_t end, const
   alignas(32) std::int8_t local[kStep];
   for (std::size_t b = begin; b < end; b += kStep) {
     std::size_t stop = std::min<std::size_t>(end, b + kStep);
-    // local[k - b] for k in [b, stop): ternarize writes at trits[k], so offset the base pointer
-    // through an integer to stay within defined pointer arithmetic.
+    // local[k - b] holds the trit of element k in [b, stop)
     std::size_t m = b;
     const Tables& t = tables();
     const __m256 cap = _mm256_set1_ps(rule.cap);
@@ -228,12 +227,7 @@ void avx2_encode_base3(const float* g, std::size_t begin, std::size_t end, const
         std::memcpy(local + (m - b) + 8 * v, &out, 8);
       }
     }
-    for (; m < stop; m += 4) {
-      PhiloxBlock u = philox_block(key, static_cast<std::uint32_t>(m / 4));
-      std::size_t last = std::min<std::size_t>(stop, m + 4);
-      for (std::size_t q = m; q < last; ++q)
-        local[q - b] = static_cast<std::int8_t>(ternarize_element(g[q], rule, u.v[q - m]));
-    }
+    ternarize_scalar(g, m, stop, rule, key, local + (m - b));
     pack_base3_range(local, 0, stop - b, body + b / 5);
   }
 }
@@ -260,14 +254,35 @@ std::size_t avx2_decode_2bit(const std::uint8_t* body, std::size_t n, std::size_
     __m256 v = _mm256_set_m128(_mm_loadu_ps(lut[y].data()), _mm_loadu_ps(lut[x].data()));
     _mm256_storeu_ps(out + 4 * j, _mm256_mul_ps(s, v));
   }
-  return portable_kernels().decode_2bit(body, n, j, b1, scalar, out);
+  // the partly used last byte, and the rest from the first invalid byte on (which it names)
+  return decode_2bit_scalar(body, n, j, b1, scalar, out);
+}
+
+void avx2_philox_blocks(const StreamKey& key, std::uint32_t first, std::size_t count, PhiloxBlock* out) {
+  for (std::size_t i = 0; i < count; i += 8) {
+    __m256i x[4];
+    philox8(key, static_cast<std::uint32_t>(first + i), x);
+    alignas(32) std::uint32_t words[4][8];
+    for (int j = 0; j < 4; ++j) _mm256_store_si256(reinterpret_cast<__m256i*>(words[j]), x[j]);
+    for (std::size_t l = 0; l < 8 && i + l < count; ++l)
+      for (int j = 0; j < 4; ++j) out[i + l].v[j] = words[j][l];
+  }
 }
 
 }  // namespace
 
 const Kernels* avx2_kernels() {
-  static const Kernels k = {"avx2",         avx2_max_abs,     avx2_chunk_totals, avx2_ternarize,
-                            avx2_encode_2bit, avx2_encode_base3, avx2_decode_2bit};
+  static const Kernels k = {"avx2",
+                            avx2_max_abs,
+                            avx2_chunk_totals,
+                            avx2_ternarize,
+                            avx2_encode_2bit,
+                            avx2_encode_base3,
+                            avx2_decode_2bit,
+                            decode_base3_range,  // byte-at-a-time tables: no vector version
+                            unpack_2bit_range,
+                            unpack_base3_range,
+                            avx2_philox_blocks};
   return &k;
 }
 

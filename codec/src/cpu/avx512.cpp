@@ -1,6 +1,7 @@
 // terngrad-bench: AVX-512 kernels of the optimized CPU codec (AVX512F + BMI2; chosen at run time,
 // the AVX2 or portable kernels otherwise). Sixteen Philox4x32-10 blocks run side by side, 64 elements
-// per iteration. Compiled with -mavx512f -mbmi2 and -ffp-contract=off: bits match the reference.
+// per iteration; the last, partial iteration uses masked loads and stores, so every kernel here handles
+// any length itself. Compiled with -mavx512f -mbmi2 and -ffp-contract=off: bits match the reference.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -94,14 +95,51 @@ inline void decide16(__m512 g, __m512i u, __m512 cap, __m512d scale, unsigned* k
   *neg = _mm512_cmplt_epi32_mask(gi, _mm512_setzero_si512());
 }
 
-inline void decide64(const float* g, std::size_t base, const Philox16& philox, __m512 cap, __m512d scale,
-                     unsigned keep[4], unsigned neg[4]) {
+// Lane mask of the first `lanes` of 16 (lanes may exceed 16).
+inline __mmask16 first_lanes(std::size_t lanes) {
+  return lanes >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << lanes) - 1u);
+}
+
+// Keep and sign bits of the `count` (<= 64) elements starting at `base` (a multiple of 4); bits of the
+// lanes past count are 0. Lanes past count are never loaded: no read past the tensor.
+inline void decide64(const float* g, std::size_t base, std::size_t count, const Philox16& philox, __m512 cap,
+                     __m512d scale, unsigned keep[4], unsigned neg[4]) {
   __m512i x[4], u[4];
   philox.blocks(static_cast<std::uint32_t>(base / 4), x);
   to_element_order(x, u);
-  for (int v = 0; v < 4; ++v) decide16(_mm512_loadu_ps(g + base + 16 * v), u[v], cap, scale, &keep[v], &neg[v]);
+  for (int v = 0; v < 4; ++v) {
+    std::size_t first = 16 * static_cast<std::size_t>(v);
+    if (count >= first + 16) {
+      decide16(_mm512_loadu_ps(g + base + first), u[v], cap, scale, &keep[v], &neg[v]);
+    } else if (count > first) {
+      __mmask16 m = first_lanes(count - first);
+      decide16(_mm512_maskz_loadu_ps(m, g + base + first), u[v], cap, scale, &keep[v], &neg[v]);
+      keep[v] &= m;  // a zero never keeps; masked for clarity
+      neg[v] &= m;
+    } else {
+      keep[v] = neg[v] = 0;
+    }
+  }
 }
 
+// Decides the elements of [begin, end) 64 at a time, the last group partly, and hands each group's
+// keep and sign bits to emit(first element, element count, keep[4], neg[4]).
+template <typename Emit>
+void for_each_64(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
+                 const StreamKey& key, Emit emit) {
+  const __m512 cap = _mm512_set1_ps(rule.cap);
+  const __m512d scale = _mm512_set1_pd(rule.scale);
+  const Philox16 philox(key);
+  for (std::size_t k = begin; k < end; k += 64) {
+    std::size_t count = std::min<std::size_t>(64, end - k);
+    unsigned keep[4], neg[4];
+    decide64(g, k, count, philox, cap, scale, keep, neg);
+    emit(k, count, keep, neg);
+  }
+}
+
+// max |g| as integer compares (|g| as integers orders like the floats; non-finite values are above
+// the largest finite one), 32 elements per iteration, the tail with masked loads.
 float avx512_max_abs(const float* g, std::size_t begin, std::size_t end, std::size_t* first_bad) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
   const __m512i max_finite = _mm512_set1_epi32(0x7f7fffff);
@@ -109,61 +147,144 @@ float avx512_max_abs(const float* g, std::size_t begin, std::size_t end, std::si
   __mmask16 bad = 0;
   std::size_t k = begin;
   for (; k + 32 <= end; k += 32) {
-    // |g| as integers orders like the floats; non-finite values are above max_finite
     __m512i a0 = _mm512_and_epi32(_mm512_loadu_si512(g + k), abs_mask);
     __m512i a1 = _mm512_and_epi32(_mm512_loadu_si512(g + k + 16), abs_mask);
     bad |= _mm512_cmpgt_epi32_mask(a0, max_finite) | _mm512_cmpgt_epi32_mask(a1, max_finite);
     m0 = _mm512_max_epi32(m0, a0);
     m1 = _mm512_max_epi32(m1, a1);
   }
-  if (bad) return portable_kernels().max_abs(g, begin, end, first_bad);
+  for (; k < end; k += 16) {  // masked-off lanes load as 0
+    __m512i a = _mm512_and_epi32(_mm512_maskz_loadu_epi32(first_lanes(end - k), g + k), abs_mask);
+    bad |= _mm512_cmpgt_epi32_mask(a, max_finite);
+    m0 = _mm512_max_epi32(m0, a);
+  }
+  *first_bad = kNoBadIndex;
+  if (bad) {
+    // Rare (the encode fails): find the first non-finite value 16 lanes at a time.
+    for (std::size_t q = begin; q < end; q += 16) {
+      __m512i a = _mm512_and_epi32(_mm512_maskz_loadu_epi32(first_lanes(end - q), g + q), abs_mask);
+      unsigned lanes = _mm512_cmpgt_epi32_mask(a, max_finite);
+      if (lanes) {
+        *first_bad = q + static_cast<std::size_t>(__builtin_ctz(lanes));
+        break;
+      }
+    }
+    return 0.0f;
+  }
   std::uint32_t bits = static_cast<std::uint32_t>(_mm512_reduce_max_epi32(_mm512_max_epi32(m0, m1)));
   float m;
   std::memcpy(&m, &bits, 4);
-  float tail = portable_kernels().max_abs(g, k, end, first_bad);
-  return std::max(m, tail);
+  return m;
 }
 
-// Decides the elements of [begin, end) 64 at a time and hands each group's keep and sign bits to
-// emit(first element, keep[4], neg[4]); returns where the SIMD part stopped (the tail is the caller's).
-template <typename Emit>
-std::size_t for_each_64(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
-                        const StreamKey& key, Emit emit) {
-  const __m512 cap = _mm512_set1_ps(rule.cap);
-  const __m512d scale = _mm512_set1_pd(rule.scale);
-  const Philox16 philox(key);
-  std::size_t k = begin;
-  for (; k + 64 <= end; k += 64) {
-    unsigned keep[4], neg[4];
-    decide64(g, k, philox, cap, scale, keep, neg);
-    emit(k, keep, neg);
+// Canonical chunk totals (tg/reduce.hpp): the 8 lanes of the order are the 8 doubles of one vector;
+// the chunk's last partial vector adds only its valid lanes (a masked add leaves the others as they are).
+void avx512_chunk_totals(const float* g, std::size_t n, std::size_t c0, std::size_t c1, bool square,
+                         double mean, double* totals) {
+  const __m512d vmean = _mm512_set1_pd(mean);
+  for (std::size_t c = c0; c < c1; ++c) {
+    std::size_t start = c * kReduceChunk, end = std::min<std::size_t>(n, start + kReduceChunk);
+    __m512d acc = _mm512_setzero_pd();
+    for (std::size_t k = start; k < end; k += 8) {
+      std::size_t lanes = std::min<std::size_t>(8, end - k);
+      __mmask8 m = static_cast<__mmask8>(first_lanes(lanes));
+      __m512d x = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(m, g + k)));
+      if (square) {
+        x = _mm512_sub_pd(x, vmean);
+        x = _mm512_mul_pd(x, x);
+      }
+      acc = _mm512_mask_add_pd(acc, m, acc, x);
+    }
+    double lane[kReduceLanes];
+    _mm512_storeu_pd(lane, acc);
+    totals[c - c0] = combine_lanes(lane);
   }
-  return k;
+}
+
+// Trits of elements [begin, end) (begin a multiple of 4) to out[k - begin].
+void ternarize_to(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
+                  const StreamKey& key, std::int8_t* out) {
+  for_each_64(g, begin, end, rule, key,
+              [&](std::size_t first, std::size_t count, const unsigned* keep, const unsigned* neg) {
+                for (int v = 0; v < 4; ++v) {
+                  std::size_t lane0 = 16 * static_cast<std::size_t>(v);
+                  if (count <= lane0) break;
+                  // +1 where kept and positive, -1 where kept and negative, else 0
+                  __m512i plus = _mm512_maskz_mov_epi32(static_cast<__mmask16>(keep[v] & ~neg[v]), _mm512_set1_epi32(1));
+                  __m512i both = _mm512_mask_mov_epi32(plus, static_cast<__mmask16>(keep[v] & neg[v]), _mm512_set1_epi32(-1));
+                  std::int8_t* dst = out + (first - begin) + lane0;
+                  if (count >= lane0 + 16)
+                    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi32_epi8(both));
+                  else  // the last partial vector: a masked narrowing store writes only its lanes
+                    _mm512_mask_cvtepi32_storeu_epi8(dst, first_lanes(count - lane0), both);
+                }
+              });
 }
 
 void avx512_ternarize(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
                       const StreamKey& key, std::int8_t* trits) {
-  std::size_t k = for_each_64(g, begin, end, rule, key, [&](std::size_t first, const unsigned* keep, const unsigned* neg) {
-    for (int v = 0; v < 4; ++v) {
-      // +1 where kept and positive, -1 where kept and negative, else 0
-      __m512i plus = _mm512_maskz_mov_epi32(static_cast<__mmask16>(keep[v] & ~neg[v]), _mm512_set1_epi32(1));
-      __m512i both = _mm512_mask_mov_epi32(plus, static_cast<__mmask16>(keep[v] & neg[v]), _mm512_set1_epi32(-1));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(trits + first + 16 * v), _mm512_cvtepi32_epi8(both));
-    }
-  });
-  if (k < end) avx2_kernels()->ternarize(g, k, end, rule, key, trits);
+  ternarize_to(g, begin, end, rule, key, trits + begin);
 }
 
 void avx512_encode_2bit(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
                         const StreamKey& key, std::uint8_t* body) {
-  std::size_t k = for_each_64(g, begin, end, rule, key, [&](std::size_t first, const unsigned* keep, const unsigned* neg) {
-    for (int v = 0; v < 4; ++v) {
-      // element e -> bits 2e (plus) and 2e+1 (minus): codes 01 = +1, 10 = -1
-      std::uint32_t codes = _pdep_u32(keep[v] & ~neg[v], 0x55555555u) | _pdep_u32(keep[v] & neg[v], 0xAAAAAAAAu);
-      std::memcpy(body + first / 4 + 4 * v, &codes, 4);
-    }
-  });
-  if (k < end) avx2_kernels()->encode_2bit(g, k, end, rule, key, body);
+  for_each_64(g, begin, end, rule, key,
+              [&](std::size_t first, std::size_t count, const unsigned* keep, const unsigned* neg) {
+                for (int v = 0; v < 4; ++v) {
+                  std::size_t lane0 = 16 * static_cast<std::size_t>(v);
+                  if (count <= lane0) break;
+                  // element e -> bits 2e (plus) and 2e+1 (minus): codes 01 = +1, 10 = -1; lanes past
+                  // the end have no bits, so the last byte's padding is 0
+                  std::uint32_t codes =
+                      _pdep_u32(keep[v] & ~neg[v], 0x55555555u) | _pdep_u32(keep[v] & neg[v], 0xAAAAAAAAu);
+                  std::size_t elements = std::min<std::size_t>(16, count - lane0);
+                  std::memcpy(body + first / 4 + 4 * v, &codes, (elements + 3) / 4);
+                }
+              });
+}
+
+void avx512_encode_base3(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
+                         const StreamKey& key, std::uint8_t* body) {
+  constexpr std::size_t kStep = 320;  // multiple of 64 (SIMD step) and 5 (trits per byte)
+  alignas(64) std::int8_t local[kStep];
+  for (std::size_t b = begin; b < end; b += kStep) {
+    std::size_t stop = std::min<std::size_t>(end, b + kStep);
+    ternarize_to(g, b, stop, rule, key, local);
+    pack_base3_range(local, 0, stop - b, body + b / 5);
+  }
+}
+
+// 2bit bytes to floats, 4 bytes (16 elements) per iteration: lane e takes bits 2e of the 32-bit word.
+std::size_t avx512_decode_2bit(const std::uint8_t* body, std::size_t n, std::size_t b0, std::size_t b1,
+                               float scalar, float* out) {
+  const __m512 s = _mm512_set1_ps(scalar);
+  const __m512i shifts = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i three = _mm512_set1_epi32(3);
+  std::size_t full = std::min(b1, n / 4);  // bytes with 4 elements and no padding
+  std::size_t j = b0;
+  for (; j + 4 <= full; j += 4) {
+    std::uint32_t word;
+    std::memcpy(&word, body + j, 4);
+    if ((word & (word >> 1)) & 0x55555555u) break;  // some code is 11: the scalar loop names the byte
+    __m512i codes = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(static_cast<int>(word)), shifts), three);
+    __m512 trit = _mm512_mask_mov_ps(_mm512_setzero_ps(), _mm512_cmpeq_epi32_mask(codes, _mm512_set1_epi32(1)),
+                                     _mm512_set1_ps(1.0f));
+    trit = _mm512_mask_mov_ps(trit, _mm512_cmpeq_epi32_mask(codes, _mm512_set1_epi32(2)), _mm512_set1_ps(-1.0f));
+    _mm512_storeu_ps(out + 4 * j, _mm512_mul_ps(s, trit));  // scalar * trit, as every decoder computes it
+  }
+  return decode_2bit_scalar(body, n, j, b1, scalar, out);
+}
+
+void avx512_philox_blocks(const StreamKey& key, std::uint32_t first, std::size_t count, PhiloxBlock* out) {
+  const Philox16 philox(key);
+  for (std::size_t i = 0; i < count; i += 16) {
+    __m512i x[4];
+    philox.blocks(static_cast<std::uint32_t>(first + i), x);
+    alignas(64) std::uint32_t words[4][16];
+    for (int j = 0; j < 4; ++j) _mm512_store_si512(words[j], x[j]);
+    for (std::size_t l = 0; l < 16 && i + l < count; ++l)
+      for (int j = 0; j < 4; ++j) out[i + l].v[j] = words[j][l];
+  }
 }
 
 }  // namespace
@@ -171,11 +292,15 @@ void avx512_encode_2bit(const float* g, std::size_t begin, std::size_t end, cons
 const Kernels* avx512_kernels() {
   static const Kernels k = {"avx512",
                             avx512_max_abs,
-                            avx2_kernels()->chunk_totals,
+                            avx512_chunk_totals,
                             avx512_ternarize,
                             avx512_encode_2bit,
-                            avx2_kernels()->encode_base3,
-                            avx2_kernels()->decode_2bit};
+                            avx512_encode_base3,
+                            avx512_decode_2bit,
+                            decode_base3_range,  // byte-at-a-time tables: no vector version
+                            unpack_2bit_range,
+                            unpack_base3_range,
+                            avx512_philox_blocks};
   return &k;
 }
 

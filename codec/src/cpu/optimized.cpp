@@ -1,5 +1,5 @@
-// terngrad-bench: the optimized CPU codec: AVX2 kernels chosen at run time (portable otherwise)
-// and threads for large tensors. Work is split on boundaries that are multiples of 10240 elements
+// terngrad-bench: the optimized CPU codec: one kernel set (AVX-512, AVX2 or portable, kernels.hpp)
+// chosen once when the codec is made, and threads for large tensors. Work is split on boundaries that are multiples of 10240 elements
 // (Philox blocks of 4, 2bit bytes of 4, base3 bytes of 5, reduction chunks of 2048), so the bytes
 // never depend on the thread count.
 #include <algorithm>
@@ -104,7 +104,7 @@ class OptimizedCodec final : public Codec {
 
   void unpack(Packing packing, std::span<const std::uint8_t> body,
               std::span<std::int8_t> trits) const override {
-    auto kernel = packing == Packing::two_bit ? cpu::unpack_2bit_range : cpu::unpack_base3_range;
+    auto kernel = packing == Packing::two_bit ? kernels_->unpack_2bit : kernels_->unpack_base3;
     run_bytes(packing, body, [&](std::size_t b0, std::size_t b1) {
       return kernel(body.data(), trits.size(), b0, b1, trits.data());
     });
@@ -112,7 +112,7 @@ class OptimizedCodec final : public Codec {
 
   void decode_body(Packing packing, std::span<const std::uint8_t> body, float scalar,
                    std::span<float> out) const override {
-    auto kernel = packing == Packing::two_bit ? kernels_->decode_2bit : cpu::decode_base3_range;
+    auto kernel = packing == Packing::two_bit ? kernels_->decode_2bit : kernels_->decode_base3;
     run_bytes(packing, body, [&](std::size_t b0, std::size_t b1) {
       return kernel(body.data(), out.size(), b0, b1, scalar, out.data());
     });
@@ -168,16 +168,16 @@ class OptimizedCodec final : public Codec {
 }  // namespace
 
 bool cpu_has_avx2() {
-#if defined(__x86_64__)
+#if TG_HAVE_X86_SIMD
   static const bool has = __builtin_cpu_supports("avx2");
   return has;
 #else
-  return false;
+  return false;  // the AVX2 kernels are not compiled for this target
 #endif
 }
 
 bool cpu_has_avx512() {
-#if defined(__x86_64__)
+#if TG_HAVE_X86_SIMD
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("bmi2");
   return has;
 #else
@@ -185,17 +185,36 @@ bool cpu_has_avx512() {
 #endif
 }
 
+namespace cpu {
+
+std::span<const KernelSet> compiled_kernel_sets() {
+  static const KernelSet sets[] = {
+      {"portable", Isa::portable, 4, "", [] { return true; }, portable_kernels},
+#if TG_HAVE_X86_SIMD
+      {"avx2", Isa::avx2, 32, "AVX2", cpu_has_avx2, avx2_kernels},
+      {"avx512", Isa::avx512, 64, "AVX512F + BMI2", cpu_has_avx512, avx512_kernels},
+#endif
+  };
+  return sets;
+}
+
+}  // namespace cpu
+
 std::unique_ptr<Codec> make_optimized_codec_isa(unsigned threads, Isa isa) {
-  if (isa == Isa::best) isa = cpu_has_avx512() ? Isa::avx512 : (cpu_has_avx2() ? Isa::avx2 : Isa::portable);
-  const cpu::Kernels* k = &cpu::portable_kernels();
-  if (isa == Isa::avx2) {
-    if (!cpu_has_avx2()) throw Error(ErrorCode::invalid_argument, "this CPU has no AVX2");
-    k = cpu::avx2_kernels();
-  } else if (isa == Isa::avx512) {
-    if (!cpu_has_avx512()) throw Error(ErrorCode::invalid_argument, "this CPU has no AVX-512 (AVX512F + BMI2)");
-    k = cpu::avx512_kernels();
+  const cpu::Kernels* kernels = nullptr;
+  for (const cpu::KernelSet& set : cpu::compiled_kernel_sets()) {
+    if (isa == Isa::best) {
+      if (set.cpu_runs()) kernels = set.kernels();  // the sets come in increasing width
+    } else if (set.isa == isa) {
+      if (!set.cpu_runs())
+        throw Error(ErrorCode::invalid_argument, std::string("this CPU has no ") + set.needs);
+      kernels = set.kernels();
+    }
   }
-  return std::make_unique<OptimizedCodec>(threads, k);
+  if (!kernels)
+    throw Error(ErrorCode::invalid_argument, "this build of the codec has no kernels for the requested "
+                                             "instruction set (x86 SIMD kernels are built on x86-64 only)");
+  return std::make_unique<OptimizedCodec>(threads, kernels);
 }
 
 std::unique_ptr<Codec> make_optimized_codec(unsigned threads, bool force_portable) {
@@ -205,9 +224,9 @@ std::unique_ptr<Codec> make_optimized_codec(unsigned threads, bool force_portabl
 std::vector<CodecEntry> cpu_codecs(unsigned threads) {
   std::vector<CodecEntry> table;
   table.push_back({"reference", std::shared_ptr<const Codec>(&reference_codec(), [](const Codec*) {})});
-  table.push_back({"optimized-portable-t1", make_optimized_codec_isa(1, Isa::portable)});
-  if (cpu_has_avx2()) table.push_back({"optimized-avx2-t1", make_optimized_codec_isa(1, Isa::avx2)});
-  if (cpu_has_avx512()) table.push_back({"optimized-avx512-t1", make_optimized_codec_isa(1, Isa::avx512)});
+  for (const cpu::KernelSet& set : cpu::compiled_kernel_sets())
+    if (set.cpu_runs())
+      table.push_back({std::string("optimized-") + set.name + "-t1", make_optimized_codec_isa(1, set.isa)});
   std::shared_ptr<const Codec> many = make_optimized_codec(threads, false);
   table.push_back({many->name(), many});
   return table;

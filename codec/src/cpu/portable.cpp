@@ -1,5 +1,6 @@
 // terngrad-bench: portable kernels of the optimized CPU codec (one Philox block per 4 elements,
-// table-driven unpacking). Used where AVX2 is absent and for the tails of the SIMD kernels.
+// table-driven unpacking): the whole codec on CPUs without the x86 SIMD kernels, and the byte-level
+// decoders and unpackers every kernel set shares.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -9,24 +10,6 @@
 
 namespace tg::cpu {
 namespace {
-
-float portable_max_abs(const float* g, std::size_t begin, std::size_t end, std::size_t* first_bad) {
-  float m = 0.0f;
-  *first_bad = kNoBadIndex;
-  for (std::size_t k = begin; k < end; ++k) {
-    std::uint32_t bits;
-    std::memcpy(&bits, &g[k], 4);
-    bits &= 0x7fffffffu;
-    if (bits >= 0x7f800000u) {
-      *first_bad = k;
-      return m;
-    }
-    float a;
-    std::memcpy(&a, &bits, 4);
-    m = std::max(m, a);
-  }
-  return m;
-}
 
 void portable_chunk_totals(const float* g, std::size_t n, std::size_t c0, std::size_t c1, bool square,
                            double mean, double* totals) {
@@ -45,40 +28,13 @@ void portable_chunk_totals(const float* g, std::size_t n, std::size_t c0, std::s
   }
 }
 
-void portable_ternarize(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
-                        const StreamKey& key, std::int8_t* trits) {
-  for (std::size_t b = begin; b < end; b += 4) {
-    PhiloxBlock u = philox_block(key, static_cast<std::uint32_t>(b / 4));
-    std::size_t stop = std::min<std::size_t>(end, b + 4);
-    for (std::size_t k = b; k < stop; ++k)
-      trits[k] = static_cast<std::int8_t>(ternarize_element(g[k], rule, u.v[k - b]));
-  }
-}
-
-void portable_encode_2bit(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
-                          const StreamKey& key, std::uint8_t* body) {
-  for (std::size_t b = begin; b < end; b += 4) {
-    PhiloxBlock u = philox_block(key, static_cast<std::uint32_t>(b / 4));
-    std::size_t stop = std::min<std::size_t>(end, b + 4);
-    unsigned byte = 0;
-    for (std::size_t k = b; k < stop; ++k)
-      byte |= unsigned(code_2bit(ternarize_element(g[k], rule, u.v[k - b]))) << (2 * (k - b));
-    body[b / 4] = static_cast<std::uint8_t>(byte);
-  }
-}
-
 void portable_encode_base3(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
                            const StreamKey& key, std::uint8_t* body) {
   constexpr std::size_t kStep = 320;  // multiple of 4 (Philox blocks) and 5 (trits per byte)
   std::int8_t local[kStep];
   for (std::size_t b = begin; b < end; b += kStep) {
     std::size_t stop = std::min<std::size_t>(end, b + kStep);
-    for (std::size_t q = b; q < stop; q += 4) {
-      PhiloxBlock u = philox_block(key, static_cast<std::uint32_t>(q / 4));
-      std::size_t last = std::min<std::size_t>(stop, q + 4);
-      for (std::size_t k = q; k < last; ++k)
-        local[k - b] = static_cast<std::int8_t>(ternarize_element(g[k], rule, u.v[k - q]));
-    }
+    ternarize_scalar(g, b, stop, rule, key, local);
     pack_base3_range(local, 0, stop - b, body + b / 5);
   }
 }
@@ -109,8 +65,6 @@ bool bad_2bit_padding(std::uint8_t byte, std::size_t n, std::size_t j) {
   return (byte >> (2 * valid)) != 0;
 }
 
-}  // namespace
-
 std::size_t portable_decode_2bit(const std::uint8_t* body, std::size_t n, std::size_t b0, std::size_t b1,
                                  float scalar, float* out) {
   const DecodeTable& t = decode_table();
@@ -122,6 +76,8 @@ std::size_t portable_decode_2bit(const std::uint8_t* body, std::size_t n, std::s
   }
   return kNoBadIndex;
 }
+
+}  // namespace
 
 std::size_t decode_base3_range(const std::uint8_t* body, std::size_t n, std::size_t b0, std::size_t b1,
                                float scalar, float* out) {
@@ -219,11 +175,32 @@ void pack_base3_range(const std::int8_t* trits, std::size_t begin, std::size_t e
   }
 }
 
-const Kernels& portable_kernels() {
-  static const Kernels k = {"portable",         portable_max_abs,      portable_chunk_totals,
-                            portable_ternarize, portable_encode_2bit,  portable_encode_base3,
-                            portable_decode_2bit};
-  return k;
+namespace {
+
+void portable_ternarize(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
+                        const StreamKey& key, std::int8_t* trits) {
+  ternarize_scalar(g, begin, end, rule, key, trits + begin);
+}
+
+void portable_philox_blocks(const StreamKey& key, std::uint32_t first, std::size_t count, PhiloxBlock* out) {
+  for (std::size_t i = 0; i < count; ++i) out[i] = philox_block(key, static_cast<std::uint32_t>(first + i));
+}
+
+}  // namespace
+
+const Kernels* portable_kernels() {
+  static const Kernels k = {"portable",
+                            max_abs_scalar,
+                            portable_chunk_totals,
+                            portable_ternarize,
+                            encode_2bit_scalar,
+                            portable_encode_base3,
+                            portable_decode_2bit,
+                            decode_base3_range,
+                            unpack_2bit_range,
+                            unpack_base3_range,
+                            portable_philox_blocks};
+  return &k;
 }
 
 }  // namespace tg::cpu

@@ -12,6 +12,10 @@ namespace tg::cuda::detail {
 /// Throws CudaError naming `what` with the runtime's error name and string when status != 0.
 void check(int status, const char* what);
 
+/// Empty when this build holds code (SASS or PTX) the current device can run; otherwise the runtime's
+/// error. Architectures are chosen at build time (codec/src/cuda/CMakeLists.txt).
+std::string missing_kernel_image();
+
 /// Index into kernel_versions() of a version name ("" = the default, the last one); tg::Error
 /// invalid_argument for an unknown name.
 int version_index(const std::string& name);

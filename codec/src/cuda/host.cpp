@@ -34,9 +34,12 @@ bool device_available(std::string* why) {
     cudaGetLastError();
     return say(std::string("cannot query the CUDA device: ") + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
   }
-  if (major < 9)
+  // Whether this build has code for the device, asked of the runtime rather than assumed from a list.
+  std::string missing = detail::missing_kernel_image();
+  if (!missing.empty())
     return say("CUDA device " + std::to_string(device) + " has compute capability " + std::to_string(major) + "." +
-               std::to_string(minor) + "; this build targets 9.0 and newer");
+               std::to_string(minor) + ", for which this build holds no kernel code (" + missing +
+               "); rebuild with CMAKE_CUDA_ARCHITECTURES including it");
   if (why) why->clear();
   return true;
 }
@@ -159,6 +162,26 @@ class CudaCodec final : public Codec {
     detail::run_encode(ws.as<void>(), wsb, run, nullptr, s);
     download(body.data(), db.as<void>(), body.size(), s);
     stream_.sync();
+  }
+
+  // The fused pipeline (as encode_payload): g goes to the device once, instead of once for max_abs,
+  // once for moments and once for encode_body through the default.
+  ScalarRule encode_tensor(std::span<const float> g, const Params& params, const StreamKey& key,
+                           const float* shared_scalar, std::span<std::uint8_t> body) const override {
+    check_body_size(params.packing, body.size(), g.size());
+    cudaStream_t s = stream_.get();
+    std::size_t wsb = encode_workspace_bytes(1, g.size());
+    DeviceBuffer dg(4 * g.size(), s), db(body.size(), s), dr(sizeof(TensorResult), s), dscalar(4, s), ws(wsb, s);
+    upload(dg.as<void>(), g.data(), 4 * g.size(), s);
+    if (shared_scalar) upload(dscalar.as<void>(), shared_scalar, 4, s);
+    cuda::encode(ws.as<void>(), wsb, dg.as<float>(), g.size(), params, key, db.as<std::uint8_t>(),
+                 dr.as<TensorResult>(), s, shared_scalar ? dscalar.as<float>() : nullptr, kernel_versions()[version_]);
+    TensorResult r;
+    download(&r, dr.as<void>(), sizeof r, s);
+    download(body.data(), db.as<void>(), body.size(), s);
+    stream_.sync();
+    if (r.first_bad != kNone) throw NonFiniteError(key.tensor, r.first_bad, g[r.first_bad]);
+    return shared_scalar ? make_rule(*shared_scalar, r.bound) : make_rule(r.scalar, r.scalar);
   }
 
   void unpack(Packing packing, std::span<const std::uint8_t> body, std::span<std::int8_t> trits) const override {

@@ -213,6 +213,16 @@ void check(int status, const char* what) {
                   status);
 }
 
+std::string missing_kernel_image() {
+  // The runtime loads a module for the current device on first use: no matching SASS and no PTX it
+  // can compile shows up here as cudaErrorNoKernelImageForDevice (or a similar load error).
+  cudaFuncAttributes attributes;
+  cudaError_t err = cudaFuncGetAttributes(&attributes, max_kernel);
+  if (err == cudaSuccess) return "";
+  cudaGetLastError();  // clear it so later calls do not see it
+  return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+}
+
 int version_index(const std::string& name) {
   const auto& v = kernel_versions();
   if (name.empty()) return static_cast<int>(v.size()) - 1;

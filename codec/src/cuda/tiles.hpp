@@ -1,5 +1,5 @@
 // terngrad-bench: the CUDA codec's per-thread work items, __host__ __device__ (tg/config.hpp), so the
-// host test tests/cuda/test_cuda_tiles.cpp checks every one against the reference without a GPU; the
+// host test codec/tests/cuda/test_cuda_tiles.cpp checks every one against the reference without a GPU; the
 // kernels in kernels.cu only map thread indexes onto these items.
 #pragma once
 

@@ -67,9 +67,9 @@ TEST(ConvexProblem, BadOptionsAreRejectedByName) {
   s.dim = 10;
   try {
     LeastSquares p(s);
-    FAIL() << "accepted samples < dim";
+    FAIL() << "accepted a data size < dim";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("samples"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("data size"), std::string::npos);
   }
   s = ProblemSpec{};
   s.kappa = NAN;

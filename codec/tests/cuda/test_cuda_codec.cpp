@@ -9,17 +9,18 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include "../test_util.hpp"
 #include "philox_kernel.hpp"
 #include "tg/codec.hpp"
 #include "tg/cuda.hpp"
+#include "tiles.hpp"
 
 namespace {
 
-const std::vector<std::size_t> kEdgeSizes = {0, 1, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 1000003};
+// Edges of a Philox block and a 2bit byte (4), a base3 byte (5), a warp (32) and a pack tile.
+const std::vector<std::size_t> kEdgeSizes = tg::test::edge_sizes({4, 5, 32, tg::cuda::detail::kPackTile});
 
 #define REQUIRE_GPU()                                                        \
   do {                                                                       \
@@ -68,22 +69,13 @@ TEST(CudaDevice, DetectionNeverCrashesAndExplainsItself) {
 
 TEST(CudaPhilox, PublishedKnownAnswersInOneThreadKernel) {
   REQUIRE_GPU();
-  std::ifstream in("tests/data/philox_kat.txt");
-  ASSERT_TRUE(in) << "tests/data/philox_kat.txt missing (run from the repository root)";
   std::vector<tg::PhiloxBlock> ctr, want, got;
   std::vector<std::uint32_t> keys;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream ls(line);
-    std::string name;
-    tg::PhiloxBlock c, w;
-    std::uint32_t k0, k1;
-    ls >> name >> std::hex >> c.v[0] >> c.v[1] >> c.v[2] >> c.v[3] >> k0 >> k1 >> w.v[0] >> w.v[1] >> w.v[2] >> w.v[3];
-    ctr.push_back(c);
-    want.push_back(w);
-    keys.push_back(k0);
-    keys.push_back(k1);
+  for (const auto& k : tg::test::read_philox_kat()) {
+    ctr.push_back(k.counter);
+    want.push_back(k.want);
+    keys.push_back(k.key[0]);
+    keys.push_back(k.key[1]);
   }
   ASSERT_EQ(ctr.size(), 3u);
   ASSERT_EQ(tg::cuda::test::philox_raw_on_device(ctr, keys, got), "");
@@ -135,7 +127,7 @@ TEST(CudaCodec, SameBytesAsReferenceAtEdgeSizesEveryVersion) {
 // The golden payloads of the independent Python implementation (scripts/make_golden.py).
 TEST(CudaCodec, ReproducesGoldenPayloads) {
   REQUIRE_GPU();
-  auto cases = tg::test::read_golden("tests/data/golden_payloads.txt");
+  auto cases = tg::test::read_golden();
   ASSERT_GE(cases.size(), 8u);
   for (const auto& c : cases) {
     for (const auto& entry : tg::cuda::cuda_codecs()) {

@@ -1,17 +1,65 @@
-// terngrad-bench: helpers shared by the unit tests (deterministic gradients, golden file reader).
+// terngrad-bench: helpers shared by the codec's tests (deterministic gradients, edge sizes, readers of
+// the known-answer files in codec/tests/data).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "tg/codec.hpp"
 
 namespace tg::test {
+
+/// The known-answer files, relative to the repository root (ctest runs the tests from there).
+inline const std::string kDataDir = "codec/tests/data/";
+
+/// Sizes at the edges of a loop that handles `width` elements per iteration (highway's ForeachCount):
+/// empty, one element, one iteration +-1, two iterations +-1, four iterations plus an odd tail, and a
+/// large size (many iterations, threads, reduction chunks). Sorted, without repeats.
+inline std::vector<std::size_t> edge_sizes(std::initializer_list<std::size_t> widths,
+                                           std::size_t large = 1000003) {
+  std::vector<std::size_t> out = {0, 1, large};
+  for (std::size_t w : widths)
+    for (std::size_t n : {w - 1, w, w + 1, 2 * w - 1, 2 * w + 1, 4 * w + 3}) out.push_back(n);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+inline std::vector<std::size_t> edge_sizes(std::size_t width, std::size_t large = 1000003) {
+  return edge_sizes({width}, large);
+}
+
+/// One line of philox_kat.txt: counter, key and the published output of Philox4x32-10.
+struct PhiloxKat {
+  PhiloxBlock counter;
+  std::uint32_t key[2];
+  PhiloxBlock want;
+};
+
+inline std::vector<PhiloxKat> read_philox_kat(const std::string& path = kDataDir + "philox_kat.txt") {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + path + " (run the tests from the repository root)");
+  std::vector<PhiloxKat> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ls(line);
+    std::string name;
+    PhiloxKat k;
+    ls >> name >> std::hex >> k.counter.v[0] >> k.counter.v[1] >> k.counter.v[2] >> k.counter.v[3] >> k.key[0] >>
+        k.key[1] >> k.want.v[0] >> k.want.v[1] >> k.want.v[2] >> k.want.v[3];
+    if (name != "philox4x32" || !ls) throw std::runtime_error("bad line in " + path + ": " + line);
+    out.push_back(k);
+  }
+  return out;
+}
 
 /// Gaussian float32 gradient of n elements, reproducible from `seed`.
 inline std::vector<float> gaussian(std::size_t n, std::uint64_t seed, float scale = 1.0f) {
@@ -56,7 +104,7 @@ struct GoldenCase {
   std::vector<std::uint8_t> payload;
 };
 
-inline std::vector<GoldenCase> read_golden(const std::string& path) {
+inline std::vector<GoldenCase> read_golden(const std::string& path = kDataDir + "golden_payloads.txt") {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open golden file " + path);
   std::vector<GoldenCase> cases;

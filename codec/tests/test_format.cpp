@@ -1,5 +1,5 @@
 // terngrad-bench: wire format tests: hand-derived layout bytes, golden payloads from the independent
-// Python implementation (tests/data/golden_payloads.txt), and every way the decoder must refuse input.
+// Python implementation (codec/tests/data/golden_payloads.txt), and every way the decoder must refuse input.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -30,7 +30,7 @@ TEST(Crc32c, CheckValue) {
 }
 
 TEST(Golden, EveryImplementationReproducesThePythonPayloads) {
-  auto cases = tg::test::read_golden("tests/data/golden_payloads.txt");
+  auto cases = tg::test::read_golden();
   ASSERT_GE(cases.size(), 8u);
   for (const auto& entry : tg::cpu_codecs(3)) {
     for (const auto& c : cases) {

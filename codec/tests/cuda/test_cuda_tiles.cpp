@@ -16,7 +16,8 @@ namespace {
 
 using namespace tg::cuda::detail;
 
-const std::vector<std::size_t> kEdgeSizes = {0, 1, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 10239, 10240, 10241, 100003};
+// Edges of a Philox block and a 2bit byte (4), a base3 byte (5), a warp (32) and a pack tile.
+const std::vector<std::size_t> kEdgeSizes = tg::test::edge_sizes({4, 5, 32, kPackTile}, 100003);
 const std::vector<unsigned> kBlockSizes = {1, 32, 256, 1000};  // results must not depend on these
 
 using tg::test::all_params;
