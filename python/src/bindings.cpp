@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -93,17 +94,16 @@ nb::bytes to_bytes(const std::vector<std::uint8_t>& v) {
 
 // ---- codecs ----------------------------------------------------------------------------------
 
+// Codecs by the registry's names (tg::make_codec: reference, optimized, optimized-<isa>[-t<N>]), made
+// once each; "portable" is kept as the older name of optimized-portable-t1.
 const tg::Codec& codec_named(const std::string& name) {
-  static std::once_flag once;
-  static std::unique_ptr<tg::Codec> optimized, portable;
-  std::call_once(once, [] {
-    optimized = tg::make_optimized_codec(0, false);
-    portable = tg::make_optimized_codec(1, true);
-  });
-  if (name == "optimized") return *optimized;
-  if (name == "reference") return tg::reference_codec();
-  if (name == "portable") return *portable;
-  throw nb::value_error(("unknown codec '" + name + "' (expected optimized, reference or portable)").c_str());
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const tg::Codec>> made;
+  std::string key = name == "portable" ? "optimized-portable-t1" : name;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = made.find(key);
+  if (it == made.end()) it = made.emplace(key, tg::make_codec(key)).first;  // tg::Error -> CodecError
+  return *it->second;
 }
 
 tg::Params make_params(const std::string& clip, double c, const std::string& packing, std::uint64_t float_below) {
@@ -160,7 +160,12 @@ NB_MODULE(_core, m) {
   m.attr("HEADER_BYTES") = tg::kHeaderBytes;
   m.attr("FORMAT_VERSION") = tg::kFormatVersion;
   m.attr("MAX_ELEMENTS") = tg::kMaxElements;
-  m.attr("CODECS") = nb::make_tuple("optimized", "reference", "portable");
+  {  // the registry's names this CPU runs, and the older alias "portable"
+    nb::list names;
+    for (const std::string& n : tg::codec_names()) names.append(n);
+    names.append("portable");
+    m.attr("CODECS") = nb::steal(PyList_AsTuple(names.ptr()));
+  }
   m.attr("CLIP_MODES") = nb::make_tuple("none", "clip", "saturate");
   m.attr("PACKINGS") = nb::make_tuple("2bit", "base3");
 

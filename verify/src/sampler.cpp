@@ -459,10 +459,7 @@ bool cuda_usable(std::string* why) {
 }
 
 std::unique_ptr<Sampler> make_sampler(const std::string& impl, const ExecOptions& options) {
-  if (impl == "reference") {
-    return make_codec_sampler(std::shared_ptr<const Codec>(&reference_codec(), [](const Codec*) {}), "reference");
-  }
-  if (impl == "optimized") return make_codec_sampler(make_optimized_codec(), "optimized");
+  if (impl == "reference" || impl.rfind("optimized", 0) == 0) return make_codec_sampler(make_codec(impl), impl);
   if (impl == "cuda") {
     std::string why;
     if (!cuda_usable(&why)) throw Unavailable("--impl cuda: " + why);
@@ -491,7 +488,7 @@ std::unique_ptr<Sampler> make_sampler(const std::string& impl, const ExecOptions
     return make_codec_sampler(make_variant_codec(name), "variant:" + name);
   }
   throw Error(ErrorCode::invalid_argument, "unknown --impl '" + impl +
-                                               "' (expected reference, optimized, cuda, exec:CMD, serve:CMD, mutant:NAME or variant:NAME)");
+                                               "' (expected reference, optimized, optimized-<isa>[-t<N>], cuda, exec:CMD, serve:CMD, mutant:NAME or variant:NAME)");
 }
 
 }  // namespace tg::verify

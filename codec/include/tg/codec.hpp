@@ -89,6 +89,15 @@ std::unique_ptr<Codec> make_optimized_codec_isa(unsigned threads, Isa isa);
 bool cpu_has_avx2();
 bool cpu_has_avx512();
 
+/// The registry of CPU implementations, one naming scheme: "reference", "optimized" (best kernels,
+/// `threads` threads), "optimized-<isa>" with isa portable, avx2 or avx512, and any optimized name
+/// with a thread count "-t<N>" (the name an OptimizedCodec reports, e.g. "optimized-avx2-t1").
+/// The battery (--impl), the Python package (codec=...) and the test/benchmark table below all make
+/// codecs through it. tg::Error invalid_argument names the known names, or what this CPU lacks.
+std::shared_ptr<const Codec> make_codec(const std::string& name, unsigned threads = 0);
+/// The implementation names this CPU runs, without thread suffixes: reference, optimized, optimized-<isa>...
+std::vector<std::string> codec_names();
+
 /// Named entry of the table of CPU implementations that tests and benchmarks walk.
 struct CodecEntry {
   std::string name;

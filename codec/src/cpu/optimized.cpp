@@ -221,13 +221,40 @@ std::unique_ptr<Codec> make_optimized_codec(unsigned threads, bool force_portabl
   return make_optimized_codec_isa(threads, force_portable ? Isa::portable : Isa::best);
 }
 
+std::vector<std::string> codec_names() {
+  std::vector<std::string> names = {"reference", "optimized"};
+  for (const cpu::KernelSet& set : cpu::compiled_kernel_sets())
+    if (set.cpu_runs()) names.push_back(std::string("optimized-") + set.name);
+  return names;
+}
+
+std::shared_ptr<const Codec> make_codec(const std::string& name, unsigned threads) {
+  if (name == "reference") return std::shared_ptr<const Codec>(&reference_codec(), [](const Codec*) {});
+  std::string base = name;
+  if (auto t = name.rfind("-t"); t != std::string::npos && name.rfind("optimized", 0) == 0 && t + 2 < name.size() &&
+                                 name.find_first_not_of("0123456789", t + 2) == std::string::npos) {
+    unsigned long n = std::stoul(name.substr(t + 2));
+    if (n < 1 || n > 4096) throw Error(ErrorCode::invalid_argument, "thread count in '" + name + "' must be 1..4096");
+    threads = static_cast<unsigned>(n);
+    base = name.substr(0, t);
+  }
+  if (base == "optimized") return make_optimized_codec_isa(threads, Isa::best);
+  for (const cpu::KernelSet& set : cpu::compiled_kernel_sets())
+    if (base == std::string("optimized-") + set.name) return make_optimized_codec_isa(threads, set.isa);
+  std::string known;
+  for (const cpu::KernelSet& set : cpu::compiled_kernel_sets()) known += std::string(", optimized-") + set.name;
+  throw Error(ErrorCode::invalid_argument, "unknown codec '" + name + "' (known: reference, optimized" + known +
+                                               ", each optimized one optionally with -t<threads>)");
+}
+
 std::vector<CodecEntry> cpu_codecs(unsigned threads) {
   std::vector<CodecEntry> table;
-  table.push_back({"reference", std::shared_ptr<const Codec>(&reference_codec(), [](const Codec*) {})});
-  for (const cpu::KernelSet& set : cpu::compiled_kernel_sets())
-    if (set.cpu_runs())
-      table.push_back({std::string("optimized-") + set.name + "-t1", make_optimized_codec_isa(1, set.isa)});
-  std::shared_ptr<const Codec> many = make_optimized_codec(threads, false);
+  for (const std::string& name : codec_names()) {
+    if (name == "optimized") continue;  // the many-thread entry below
+    std::string entry = name == "reference" ? name : name + "-t1";
+    table.push_back({entry, make_codec(entry)});
+  }
+  std::shared_ptr<const Codec> many = make_codec("optimized", threads);
   table.push_back({many->name(), many});
   return table;
 }
