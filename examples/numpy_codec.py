@@ -3,8 +3,7 @@
 protocol (docs/battery.md), vectorized; it reproduces the reference codec's trits bit for bit.
 
 Run by the battery:  terngrad verify --impl exec:'build/venv/bin/python examples/numpy_codec.py'
-In-process (faster):  terngrad.verify.run(lambda g, **k: ternarize(g, k["seed"], k["worker"],
-                      k["tensor"], k["step"], k["steps"], k["clip"], k["c"], k["scalar"]))
+In-process (faster):  terngrad.verify.run(numpy_codec.draw)   (examples/test_codecs.py, with pytest)
 Protocol:  numpy_codec.py --input G.npy --output OUT.npy --seed S --worker W --tensor T --step K
                           --steps N --clip none|clip|saturate --c C [--scalar S]
            numpy_codec.py --serve   (persistent: the same arguments, one request per line of stdin;
@@ -104,6 +103,11 @@ def ternarize(g, seed, worker, tensor, step0, steps, clip, c, scalar=None):
     keep = u < a[None, :]
     sign = np.where(g < 0, np.float32(-1.0), np.float32(1.0))
     return np.where(keep, sign[None, :] * s, np.float32(0.0)).astype(np.float32)
+
+
+def draw(g, *, seed, worker, tensor, step, steps, clip, c, scalar):
+    """The battery's draw function (terngrad.verify.run, terngrad.testing.assert_terngrad)."""
+    return ternarize(np.asarray(g, dtype=np.float32).ravel(), seed, worker, tensor, step, steps, clip, c, scalar)
 
 
 def self_check():

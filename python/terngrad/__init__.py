@@ -1,10 +1,14 @@
 """terngrad: Python bindings of the terngrad-bench TernGrad codec (Wen et al., NeurIPS 2017).
 
-Build with the project (target tg_python); the package lands in build/<preset>/python/package:
+Install: `pip install ./python` from a clone (or the sdist of `python -m build --sdist python/`); in the
+repository the project's build (target tg_python) puts the package in build/<preset>/python/package:
     PYTHONPATH=build/default/python/package build/venv/bin/python -c "import terngrad"
+`python -m terngrad verify ...` runs the battery as the C++ program's `terngrad verify` does.
 Every function takes NumPy float32 arrays without copying them and gives the C++ codec's bytes.
 """
 import math as _math
+
+from ._version import __version__  # noqa: F401  (equal to the top-level CMakeLists.txt's VERSION)
 
 from ._core import (  # noqa: F401  (re-exported API)
     CLIP_MODES,

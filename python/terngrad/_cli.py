@@ -1,0 +1,243 @@
+"""terngrad._cli: `python -m terngrad`, the command line of the installed package.
+
+    python -m terngrad verify [--impl NAME] [--profile quick|ci|full] [--seed N] [--alpha A] [--beta B]
+                              [--skip C,...] [--supports S,...] [--json FILE] [--junit FILE] [--no-progress]
+    python -m terngrad verify --samples G.npy VALUES.npy [...] [--clip MODE] [--c C] [--scalar S]
+    python -m terngrad verify --list-mutants
+    python -m terngrad --version
+
+`verify` mirrors the C++ program's `terngrad verify` (same options, defaults, report and exit status:
+0 pass, 1 a check failed, 2 a usage or input error), running the battery through terngrad.verify. Not
+here: --self-test, --example, --exec-timeout and --verbose (the self-test is the C++ program's), and the
+'cuda' implementation needs a CUDA build. Besides the C++ program's names, --impl takes
+python:MODULE:FUNCTION, a draw function (terngrad.verify.run) imported from the current folder.
+"""
+import argparse
+import importlib
+import os
+import sys
+
+from ._version import __version__
+
+PROG = "python -m terngrad"
+DEFAULT_SEED = 20171204
+
+
+class UsageError(Exception):
+    """A bad option or input: one line on stderr, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse's default prints the usage first)
+        raise UsageError(message)
+
+
+def _list_of(known, what):
+    def parse(text):
+        items = [x.strip() for x in text.split(",") if x.strip()]
+        for x in items:
+            if x not in known:
+                raise argparse.ArgumentTypeError(f"unknown {what} '{x}' (known: {', '.join(known)})")
+        return items
+    return parse
+
+
+def _probability(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not 1e-300 <= v <= 0.5:
+        raise argparse.ArgumentTypeError(f"{text} is not in [1e-300, 0.5]")
+    return v
+
+
+def _seed(text):
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an unsigned integer") from None
+    if not 0 <= v < 2**64:
+        raise argparse.ArgumentTypeError(f"{text} is not in [0, 2^64)")
+    return v
+
+
+def _positive(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not (v > 0 and v < float("inf")):
+        raise argparse.ArgumentTypeError(f"{text} is not finite and positive")
+    return v
+
+
+def _scalar(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not 0.0 <= v <= 3.4e38:
+        raise argparse.ArgumentTypeError(f"{text} is not in [0, 3.4e38]")
+    return v
+
+
+def build_parser(verify):
+    p = _Parser(prog=PROG, description="terngrad-bench's TernGrad codec and its statistical battery, from the "
+                                       "installed Python package")
+    p.add_argument("--version", action="version", version=f"terngrad {__version__} (Python package)")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    v = sub.add_parser(
+        "verify", help="the statistical battery (as `terngrad verify`)",
+        description="Statistical verification battery: structure, unbiasedness, variance, independence, streams, "
+                    "clipping, layer-wise scalars, aggregation, cross-implementation bytes (exit 0 pass, 1 fail, "
+                    "2 error)")
+    v.add_argument("--impl", default=None, metavar="NAME",
+                   help="Implementation: reference, optimized, cuda, exec:'CMD' (external program, one process per "
+                        "request, docs/battery.md), serve:'CMD' (one process for the run), mutant:NAME or "
+                        "variant:NAME (--list-mutants), python:MODULE:FUNCTION (a draw function) "
+                        "(default: optimized)")
+    v.add_argument("--profile", default=None, choices=list(verify.PROFILES),
+                   help="quick (ctest), ci or full (default: ci)")
+    v.add_argument("--seed", type=_seed, default=None,
+                   help=f"Seed of the gradients and of the codec streams (default: {DEFAULT_SEED})")
+    v.add_argument("--alpha", type=_probability, default=None,
+                   help="Total false-fail probability of the run, in [1e-300, 0.5] (default: the profile's, 1e-6)")
+    v.add_argument("--beta", type=_probability, default=None,
+                   help="1 - power at which detectable effects are stated, in [1e-300, 0.5] (default: 1e-3)")
+    v.add_argument("--json", metavar="FILE", help="Write the results as JSON to FILE")
+    v.add_argument("--junit", metavar="FILE", help="Write the results as JUnit XML to FILE")
+    v.add_argument("--skip", type=_list_of(verify.CHECKS, "check"), default=[], metavar="C,...",
+                   help="Checks to leave out, comma-separated (e.g. cross for a codec with its own random stream): "
+                        + ", ".join(verify.CHECKS) + " (default: none)")
+    v.add_argument("--supports", type=_list_of(verify.CAPABILITIES, "capability"), default=[], metavar="S,...",
+                   help="What the implementation implements, comma-separated: none, clip, saturate (clipping "
+                        "modes), shared-scalar, spec-stream (default: all). The battery runs only what applies and "
+                        "says what it left out")
+    v.add_argument("--no-progress", action="store_true", help="No progress line on stderr")
+    v.add_argument("--list-mutants", action="store_true", help="List the mutants and the correct variants and exit")
+    v.add_argument("--samples", nargs=2, action="append", metavar=("G.npy", "VALUES.npy"),
+                   help="Check draws made elsewhere instead of running an implementation: G.npy (the gradient, "
+                        "float32) and VALUES.npy (float32, shape (draws, G.size), row j = the decoded g~ of draw j); "
+                        "repeat for the layers of one gradient. Runs structure, unbiased, variance and independence")
+    v.add_argument("--clip", choices=["none", "clip", "saturate"], default=None,
+                   help="With --samples: the clipping mode the draws used (default: none)")
+    v.add_argument("--c", type=_positive, default=None,
+                   help="With --samples: the clipping factor c, bound c * sigma (default: 2.5)")
+    v.add_argument("--scalar", type=_scalar, default=None,
+                   help="With --samples: the shared scalar the draws were asked for, if any")
+    return p
+
+
+def _check_writable(option, path):
+    """As the C++ program: fail before a (possibly long) run when the report could not be written."""
+    if not path:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        pass
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK) or os.path.isdir(path):
+        raise UsageError(f"{option} {path}: cannot write into folder {folder}")
+
+
+def _write(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _python_impl(spec):
+    """python:MODULE:FUNCTION -> the function, imported with the current folder on sys.path."""
+    module, _, function = spec.partition(":")
+    if not module or not function:
+        raise UsageError(f"--impl python:{spec}: expected python:MODULE:FUNCTION")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        fn = getattr(importlib.import_module(module), function)
+    except (ImportError, AttributeError) as e:
+        raise UsageError(f"--impl python:{spec}: {e}") from None
+    if not callable(fn):
+        raise UsageError(f"--impl python:{spec}: not a function")
+    return fn
+
+
+def _samples(a, verify):
+    import numpy as np
+
+    for option in ("impl", "profile", "seed"):
+        if getattr(a, option) is not None:
+            raise UsageError(f"--samples excludes --{option}")
+    for s in a.skip:
+        if s != "independence":
+            raise UsageError(f"--samples: only the independence check can be skipped, not '{s}'")
+    grads, values = [], []
+    for gp, vp in a.samples:
+        try:
+            grads.append(np.load(gp, allow_pickle=False))
+            values.append(np.load(vp, allow_pickle=False))
+        except (OSError, ValueError) as e:
+            raise UsageError(f"--samples: {e}") from None
+    kw = {} if a.alpha is None else {"alpha": a.alpha}
+    if a.beta is not None:
+        kw["beta"] = a.beta
+    return verify.check_values(grads, values, clip=a.clip or "none", c=2.5 if a.c is None else a.c,
+                               scalar=a.scalar, independence="independence" not in a.skip, **kw)
+
+
+def _verify(a, verify):
+    for option in ("clip", "c", "scalar"):
+        if getattr(a, option) is not None and not a.samples:
+            raise UsageError(f"--{option} needs --samples")
+    _check_writable("--json", a.json)
+    _check_writable("--junit", a.junit)
+    if a.list_mutants:
+        for name, text in verify.MUTANTS.items():
+            print(f"mutant:{name:<18} {text}")
+        for name, text in verify.VARIANTS.items():
+            print(f"variant:{name:<17} (correct) {text}")
+        return 0
+    if a.samples:
+        result = _samples(a, verify)
+    else:
+        impl = "optimized" if a.impl is None else a.impl
+        target = _python_impl(impl[len("python:"):]) if impl.startswith("python:") else impl
+        result = verify.run(target, profile=a.profile or "ci", seed=DEFAULT_SEED if a.seed is None else a.seed,
+                            skip=a.skip, supports=a.supports, alpha=a.alpha, beta=a.beta,
+                            progress=not a.no_progress, name=impl if target is not impl else None)
+    sys.stdout.write(result.table())
+    sys.stdout.flush()
+    if a.json:
+        _write(a.json, result.to_json())
+    if a.junit:
+        _write(a.junit, result.to_junit())
+    return 0 if result.passed else 1
+
+
+def main(argv=None):
+    from . import verify
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = f"{PROG} verify" if argv[:1] == ["verify"] else PROG
+    parser = build_parser(verify)
+    try:
+        a = parser.parse_args(argv)
+        if a.command is None:
+            parser.print_help()
+            return 2
+        return _verify(a, verify)
+    except UsageError as e:
+        print(f"{command}: error: {e}", file=sys.stderr)
+        return 2
+    except verify.Unavailable as e:
+        print(f"{command}: error: {e}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError) as e:  # the battery's input errors (terngrad.CodecError is a ValueError)
+        print(f"{command}: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as e:  # includes terngrad.verify.Interrupted (SIGINT/SIGTERM during an exec: run)
+        print(f"{command}: interrupted{': ' + str(e) if str(e) else ''}; no report written", file=sys.stderr)
+        return 130

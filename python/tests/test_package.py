@@ -1,0 +1,96 @@
+"""terngrad-bench: the package's version, its command line `python -m terngrad` (terngrad/_cli.py) and
+its sdist contents (setup.py). Run: ctest -L python, or
+PYTHONPATH=build/<preset>/python/package build/venv/bin/python -m pytest python/tests/test_package.py
+
+The CLI's battery runs use the quick profile and fixed seeds: the correct codec fails with
+probability <= 1e-6, the mutant is rejected by many rows (docs/battery.md, self-test)."""
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+import terngrad as tg
+import terngrad.verify as tv
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def cli(*args, cwd=None):
+    env_path = str(pathlib.Path(tg.__file__).resolve().parent.parent)
+    import os
+    env = dict(os.environ, PYTHONPATH=env_path + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "terngrad", *args], capture_output=True, text=True, cwd=cwd, env=env)
+
+
+def test_version_is_the_cmake_project_version():
+    cmake = re.search(r"project\(terngrad_bench VERSION ([0-9.]+)", (REPO / "CMakeLists.txt").read_text()).group(1)
+    assert tg.__version__ == cmake
+    assert cli("--version").stdout.strip() == f"terngrad {cmake} (Python package)"
+    # pyproject takes the version from terngrad/_version.py (one place for the wheel and the module)
+    assert 'version = {attr = "terngrad._version.__version__"}' in (REPO / "python" / "pyproject.toml").read_text()
+
+
+def test_verify_passes_and_writes_reports(tmp_path):
+    r = cli("verify", "--profile", "quick", "--no-progress", "--json", str(tmp_path / "r.json"),
+            "--junit", str(tmp_path / "out" / "r.xml"))
+    assert r.returncode == 0, r.stderr
+    assert "verdict: PASS" in r.stdout and r.stderr == ""
+    run = json.loads((tmp_path / "r.json").read_text())["runs"][0]
+    same = json.loads(tv.run("optimized", profile="quick").to_json())["runs"][0]  # the same run, in-process
+    run.pop("seconds"), same.pop("seconds")
+    assert run == same and run["seed"] == 20171204 and run["implementation"] == "optimized"
+    assert "<testsuite" in (tmp_path / "out" / "r.xml").read_text()
+
+
+def test_verify_fails_a_mutant_with_exit_1():
+    r = cli("verify", "--profile", "quick", "--no-progress", "--impl", "mutant:uniform8", "--skip", "cross")
+    assert r.returncode == 1 and "verdict: FAIL" in r.stdout
+
+
+def test_verify_python_draw_function(tmp_path):
+    (tmp_path / "mydraw.py").write_text(
+        "import sys; sys.path.insert(0, %r)\nfrom numpy_codec import draw\n" % str(REPO / "examples"))
+    r = cli("verify", "--profile", "quick", "--no-progress", "--impl", "python:mydraw:draw",
+            "--supports", "none,shared-scalar", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr
+    assert "python:mydraw:draw" in r.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["verify", "--bogus"], "unrecognized arguments: --bogus"),
+    (["verify", "--profile", "fast"], "invalid choice: 'fast'"),
+    (["verify", "--skip", "cross,speed"], "unknown check 'speed'"),
+    (["verify", "--supports", "clip,magic"], "unknown capability 'magic'"),
+    (["verify", "--alpha", "0.9"], "0.9 is not in [1e-300, 0.5]"),
+    (["verify", "--seed", "x"], "'x' is not an unsigned integer"),
+    (["verify", "--impl", "fastest"], "unknown --impl 'fastest'"),
+    (["verify", "--impl", "python:no_such_module:draw"], "No module named 'no_such_module'"),
+    (["verify", "--clip", "clip"], "--clip needs --samples"),
+    (["verify", "--json", "/proc/none/r.json"], "cannot write into folder"),
+    (["verify", "--supports", "spec-stream"], "names no clipping mode"),
+])
+def test_usage_errors_are_one_line_and_exit_2(args, message):
+    r = cli(*args)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("python -m terngrad"), r.stderr
+    assert message in r.stderr and r.stdout == ""
+
+
+def test_help_states_the_defaults():
+    out = " ".join(cli("verify", "--help").stdout.split())
+    for default in ("(default: optimized)", "(default: ci)", "(default: 20171204)", "(default: all)"):
+        assert default in out
+
+
+def test_sdist_carries_the_cpp_sources():
+    """setup.py's CPP_PARTS: every file the CMake build of tg_python_core reads lives under them."""
+    spec = (REPO / "python" / "setup.py").read_text()
+    parts = eval(re.search(r"CPP_PARTS = (\[.*?\])", spec, re.S).group(1))  # noqa: S307 (our own literal)
+    for part in parts:
+        assert (REPO / part).exists(), part
+    for module in ("codec", "verify"):
+        listed = re.findall(r"\b(src/[\w/]+\.cpp)", (REPO / module / "CMakeLists.txt").read_text().split("if(")[0])
+        assert listed and all(any(f"{module}/{f}".startswith(p) for p in parts) for f in listed)
