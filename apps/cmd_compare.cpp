@@ -2,7 +2,10 @@
 // Every gradient family of the battery, clipping none / clip / saturate and a shared scalar, the same
 // stream keys on both: scalars and trits must be equal, payloads byte-identical where both are codecs.
 // Exit 0 identical, 1 a difference (the table names the first one per case), 2 usage or input error.
+// --stat: implementations whose random streams differ, compared in distribution instead (exit 0 same
+// distribution, 1 different).
 //   terngrad compare reference optimized
+//   terngrad compare reference exec:'python3 mycodec.py' --stat
 //   terngrad compare reference exec:'python3 mycodec.py' --json diff.json
 #include <cstdio>
 #include <memory>
@@ -20,7 +23,10 @@ struct CompareCli {
   std::string a, b;
   std::size_t d = 4099;
   std::uint32_t steps = 2;
+  std::uint32_t stat_draws = 256;
   std::uint64_t seed = 20171204;
+  bool stat = false;
+  double alpha = 1e-6, beta = 1e-3;
   std::vector<std::string> clip = {"none", "clip", "saturate"};
   bool no_shared = false;
   std::string json;
@@ -49,6 +55,20 @@ int run_compare(const CompareCli& o) {
     std::fprintf(stderr, "terngrad compare: %s\n", e.what());
     return 2;
   }
+  if (o.stat) {
+    StatCompareOptions so;
+    so.d = o.d;
+    so.draws = o.stat_draws;
+    so.seed = o.seed;
+    so.modes = co.modes;
+    so.alpha_total = o.alpha;
+    so.beta = o.beta;
+    so.progress = co.progress;
+    StatCompareResult r = compare_statistically(*a, *b, so);
+    std::fputs(format_stat_compare(r).c_str(), stdout);
+    if (!o.json.empty()) tg::write_file_atomic(o.json, format_stat_compare_json(r));
+    return r.same() ? 0 : 1;
+  }
   CompareResult r = compare_samplers(*a, *b, co);
   std::fputs(format_compare(r).c_str(), stdout);
   if (!o.json.empty()) tg::write_file_atomic(o.json, format_compare_json(r));
@@ -75,6 +95,16 @@ static Command compare_command() {
     sub->add_option("--draws", opts->steps, "Draws per stream key (steps 0..N-1 of the key)")
         ->check(CLI::Range(1u, 1024u))
         ->capture_default_str();
+    sub->add_flag("--stat", opts->stat,
+                  "Compare in distribution, for implementations whose random streams differ: scalars and signs, "
+                  "total and per-coordinate keep rates (docs/statistics.md)");
+    sub->add_option("--stat-draws", opts->stat_draws, "--stat: encodings each implementation draws per case")
+        ->check(CLI::Range(2u, 100000u));
+    sub->add_option("--alpha", opts->alpha, "--stat: probability that implementations with one distribution are "
+                                            "called different")
+        ->check(CLI::Range(1e-12, 0.5));
+    sub->add_option("--beta", opts->beta, "--stat: 1 - power at which detectable effects are stated")
+        ->check(CLI::Range(1e-12, 0.5));
     hidden_alias(sub, "--d", opts->d, "--elements")->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26));
     hidden_alias(sub, "--steps", opts->steps, "--draws")->check(CLI::Range(1u, 1024u));
     sub->add_option("--seed", opts->seed, "Seed of the gradients and of the stream keys")->capture_default_str();

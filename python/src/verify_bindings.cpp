@@ -262,14 +262,14 @@ void bind_verify(nb::module_& m) {
         nb::gil_scoped_release release;
         return tv::run_battery(*s, o);
       },
-      "impl"_a = "optimized", "profile"_a = "quick", "seed"_a = 20171204, "skip"_a = std::vector<std::string>{},
+      "impl"_a = "optimized", "profile"_a = "ci", "seed"_a = 20171204, "skip"_a = std::vector<std::string>{},
       "alpha"_a = nb::none(), "beta"_a = nb::none(), "progress"_a = false, "name"_a = nb::none(),
       "supports"_a = std::vector<std::string>{},
       (std::string("Run the whole battery (the checks of CHECKS on the families of docs/battery.md) and return a "
                    "Result. impl: 'optimized', 'reference', 'mutant:NAME' (see MUTANTS), 'exec:CMD' (an external "
                    "program, docs/battery.md), or a Python function\n    ") +
        kDrawDoc +
-       "\nprofile: 'quick', 'ci' or 'full' (sizes and alpha_total; alpha/beta override). skip: check names to "
+       "\nprofile: 'quick', 'ci' (the default, as the CLI's) or 'full' (sizes and alpha_total; alpha/beta override). skip: check names to "
        "leave out, e.g. ['cross']. supports: what the implementation implements (CAPABILITIES; default all), "
        "e.g. ['clip', 'spec-stream'] for a codec that always clips. A correct implementation fails with "
        "probability <= alpha_total. 'cuda' "

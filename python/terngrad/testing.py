@@ -27,7 +27,7 @@ class TerngradFailure(AssertionError):
         self.result = result
 
 
-def assert_terngrad(impl, *, profile="quick", seed=20171204, supports=(), skip=(), alpha=None, junit=None):
+def assert_terngrad(impl, *, profile="ci", seed=20171204, supports=(), skip=(), alpha=None, junit=None):
     """Run the battery on `impl` (a name or a draw function, as terngrad.verify.run takes) and return the
     Result; raise TerngradFailure (an AssertionError) with a short summary when any check fails.
     junit: a file to write the battery's JUnit XML to (one case per check, names stable across seeds)."""

@@ -362,10 +362,10 @@ def test_capabilities_plan_only_what_applies():
 def test_assert_terngrad_raises_a_short_assertion(tmp_path):
     from terngrad.testing import TerngradFailure, assert_terngrad
 
-    result = assert_terngrad("optimized", junit=str(tmp_path / "ok.xml"))
+    result = assert_terngrad("optimized", profile="quick", junit=str(tmp_path / "ok.xml"))
     assert result.passed and (tmp_path / "ok.xml").read_text().startswith("<?xml")
     with pytest.raises(AssertionError) as info:
-        assert_terngrad("mutant:p-grid-1024", skip=["cross"])
+        assert_terngrad("mutant:p-grid-1024", profile="quick", skip=["cross"])
     assert isinstance(info.value, TerngradFailure) and not info.value.result.passed
     assert "unbiased-by-p/pladder" in str(info.value) and "reproduce:" in str(info.value)
 

@@ -206,6 +206,47 @@ CompareResult compare_samplers(Sampler& a, Sampler& b, const CompareOptions& opt
 std::string format_compare(const CompareResult& result);
 std::string format_compare_json(const CompareResult& result);
 
+/// Two implementations whose random streams differ, compared in distribution (`terngrad compare
+/// --stat`, verify/src/compare_stat.cpp): per case (family, layer, clipping mode) A and B draw N
+/// independent encodings; scalars and signs must agree (none: exactly; clipping: within
+/// kClipBoundUlps), and two tests with alpha_total split over them compare the total keep count
+/// (with equal scalars this is also the variance) and the per-coordinate keep rates, both conditional
+/// on each coordinate's total count (hypergeometric).
+struct StatCompareOptions {
+  std::size_t d = 4099;           // elements per family (lenet keeps its shapes)
+  std::uint32_t draws = 256;      // encodings drawn by each implementation per case
+  std::uint64_t seed = 20171204;  // of the gradients and the stream keys
+  std::vector<ClipMode> modes = {ClipMode::none, ClipMode::clip, ClipMode::saturate};
+  double alpha_total = 1e-6;      // probability that two implementations with the same distribution differ
+  double beta = 1e-3;             // 1 - power at which detectable effects are stated
+  bool progress = false;
+};
+struct StatCompareCase {
+  std::string family, layer, mode;
+  float scalar_a = 0.0f, scalar_b = 0.0f;       // first draw's
+  std::uint64_t kept_a = 0, kept_b = 0;         // kept elements over all draws
+  double z_total = 0.0;                         // standardized K_A - K_B given the per-coordinate totals
+  double p_total = 1.0;                         // its two-sided p-value (normal)
+  double detectable_total = 0.0;                // relative keep-rate difference found with power 1 - beta
+  std::uint64_t coordinates = 0;                // coordinates kept at least once
+  double z_coordinates = 0.0;                   // (T - E T) / sd T of the per-coordinate statistic
+  double p_coordinates = 1.0;                   // its upper-tail p-value (scaled chi-squared)
+  double detectable_coordinates = 0.0;          // per-coordinate relative differences +-eps found with 1 - beta
+  std::string difference;                       // empty when no difference was found
+};
+struct StatCompareResult {
+  std::string a, b;
+  StatCompareOptions options;
+  std::vector<StatCompareCase> cases;
+  std::size_t decisions = 0;
+  double alpha_per_decision = 0.0;
+  double seconds = 0.0;
+  bool same() const;
+};
+StatCompareResult compare_statistically(Sampler& a, Sampler& b, const StatCompareOptions& options);
+std::string format_stat_compare(const StatCompareResult& result);
+std::string format_stat_compare_json(const StatCompareResult& result);
+
 /// Report writers.
 std::string format_table(const Result& result);
 std::string format_json(const std::vector<Result>& results);
