@@ -30,7 +30,7 @@ if(TG_BUILD_TESTS)
   add_test(NAME install_consumer
     COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DPREFIX=${_tg_prefix}
             -DCONSUMER_SOURCE=${PROJECT_SOURCE_DIR}/cmake/consumer -DCONSUMER_BUILD=${_tg_build}
-            -DGENERATOR=${CMAKE_GENERATOR} -DCXX=${CMAKE_CXX_COMPILER}
+            -DGENERATOR=${CMAKE_GENERATOR} -DCXX=${CMAKE_CXX_COMPILER} "-DSANITIZE=${TG_SANITIZE}"
             -P ${PROJECT_SOURCE_DIR}/cmake/consumer_test.cmake)
   set_tests_properties(install_consumer PROPERTIES LABELS "codec;install" TIMEOUT 300
                        PASS_REGULAR_EXPRESSION "consumer: round trip ok")
