@@ -305,7 +305,7 @@ def main():
     if a.write_report:
         table = ["| input | exit | message (last stderr line) | peak MB | s | verdict |",
                  "|---|---|---|---|---|---|"]
-        table += ["| %s |" % " | ".join(r) for r in rows]
+        table += ["| %s |" % " | ".join(c.replace("<", "&lt;") for c in r) for r in rows]
         note = ("Measured on %s (%d CPUs, shared) by `python3 fuzz/hostile/run.py --terngrad %s --write-report %s`; "
                 "peak MB = ru_maxrss of the process, s = wall time. Limits: %.0f s, %d MB, exit 0/1/2."
                 % (platform.machine(), os.cpu_count(), os.path.relpath(a.terngrad), a.write_report, TIME_LIMIT_S,

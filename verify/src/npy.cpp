@@ -146,11 +146,12 @@ NpyHeader parse_npy_header(std::span<const std::uint8_t> bytes, std::uint64_t ma
     fail("dtype is '" + descr + "', expected float32 little-endian '<f4'");
   std::uint64_t count = 1;
   for (std::uint64_t dim : shape) {
-    if (dim > max_elements)
-      fail("shape entry " + std::to_string(dim) + " exceeds the limit of " + std::to_string(max_elements) + " elements");
     if (dim != 0 && count > std::numeric_limits<std::uint64_t>::max() / 4 / dim) fail("shape product overflows");
     count *= dim;
   }
+  for (std::uint64_t dim : shape)  // also with a zero entry: (1e9, 0) would size per-row buffers
+    if (dim > max_elements)
+      fail("shape entry " + std::to_string(dim) + " exceeds the limit of " + std::to_string(max_elements) + " elements");
   if (count > max_elements)
     fail("shape has " + std::to_string(count) + " elements, over the limit of " + std::to_string(max_elements));
   std::size_t nontrivial = 0;
