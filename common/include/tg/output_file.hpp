@@ -39,7 +39,7 @@ class OutputError : public std::runtime_error {
 };
 
 /// A FIFO at an output path must get its reader within this bound.
-inline constexpr int kFifoOpenTimeoutMs = 1000;
+inline constexpr int kFifoOpenTimeoutMs = 500;
 
 namespace output_detail {
 
