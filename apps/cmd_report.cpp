@@ -114,6 +114,7 @@ static Command report_command() {
         ->capture_default_str();
     sub->add_option("--title", opts->title, "Title of the report");
     sub->add_option("--note", opts->note, "Markdown file put under the title (e.g. how the inputs were made)")
+        ->check(regular_file(std::uintmax_t{1} << 20))
         ->check(CLI::ExistingFile);
     sub->add_flag("--no-html", opts->no_html, "Write only the Markdown file");
     sub->add_flag("--no-live", opts->no_live,

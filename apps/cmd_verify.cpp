@@ -178,6 +178,8 @@ int run_samples(const VerifyOptions& o) {
     values.push_back(read_npy(vp));
     const NpyArray& g = grads.back();
     const NpyArray& v = values.back();
+    // Before anything is allocated per draw: VALUES of shape (1e9, 0) is 128 bytes on disk.
+    if (g.data.empty()) throw Error(ErrorCode::invalid_argument, gp + ": the gradient is empty");
     std::uint64_t row = 1;
     for (std::size_t k = 1; k < v.shape.size(); ++k) row *= v.shape[k];
     if (v.shape.size() < 2 || row != g.data.size())

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -36,6 +37,25 @@ inline CLI::Validator positive_finite() {
       "POSITIVE");
 }
 
+// A CLI11 check for an input file that must be a regular file (not a FIFO, device or folder, which
+// would block or never end) of at most max_bytes (0: any size).
+inline CLI::Validator regular_file(std::uintmax_t max_bytes = 0) {
+  return CLI::Validator(
+      [max_bytes](std::string& path) {
+        std::error_code ec;
+        auto st = std::filesystem::status(path, ec);
+        if (ec || !std::filesystem::exists(st)) return "file not found: " + path;
+        if (!std::filesystem::is_regular_file(st)) return path + " is not a regular file (a FIFO, device or folder is refused)";
+        if (max_bytes > 0) {
+          auto size = std::filesystem::file_size(path, ec);
+          if (!ec && size > max_bytes)
+            return path + " has " + std::to_string(size) + " bytes, over the limit of " + std::to_string(max_bytes);
+        }
+        return std::string();
+      },
+      "FILE");
+}
+
 // An old option name kept working, listed apart under "Old names" in --help: `alias` writes into the same variable as the
 // option that replaced it (the vocabulary table in README.md lists the current names). Returned so that
 // the caller gives it the same checks as the current option.
@@ -48,6 +68,12 @@ inline CLI::Option* hidden_alias<bool>(CLI::App* sub, const std::string& alias, 
                                        const std::string& current) {
   return sub->add_flag(alias, variable, "old name of " + current)->group("Old names");
 }
+
+// Numbers mean what they say, for every option of every subcommand (called once in main, after the
+// subcommands are added): an unsigned option (seeds, counts) takes exactly a decimal integer in
+// [0, 2^64), so "-1" and "18446744073709551616" are refused instead of becoming 2^64-1; a floating
+// option refuses NaN and +-Inf (none of the program's options has a meaning for them).
+void strict_numbers(CLI::App& app);
 
 // Runs fn, turning tg::Error and std::exception into one line on stderr and exit code 2.
 int guarded(const char* command, const std::function<int()>& fn);

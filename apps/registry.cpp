@@ -1,6 +1,8 @@
 // terngrad-bench: the list of subcommands of `terngrad`, and their shared error handling.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <exception>
 
@@ -18,6 +20,53 @@ int guarded(const char* command, const std::function<int()>& fn) {
     std::fprintf(stderr, "terngrad %s: error: %s\n", command, e.what());
   }
   return 2;
+}
+
+namespace {
+
+CLI::Validator unsigned_exact() {
+  return CLI::Validator(
+      [](std::string& text) {
+        bool digits = !text.empty() && text.size() <= 20;
+        for (char ch : text) digits = digits && ch >= '0' && ch <= '9';
+        if (!digits) return "must be a whole number in [0, 2^64), got '" + text.substr(0, 40) + "'";
+        errno = 0;
+        (void)std::strtoull(text.c_str(), nullptr, 10);
+        if (errno == ERANGE) return "must be a whole number in [0, 2^64), got " + text.substr(0, 40) + " (too large)";
+        return std::string();
+      },
+      "");
+}
+
+CLI::Validator finite_number() {
+  return CLI::Validator(
+      [](std::string& text) {
+        errno = 0;
+        char* end = nullptr;
+        double v = std::strtod(text.c_str(), &end);
+        if (end != text.c_str() && *end == '\0' && !std::isfinite(v) && errno != ERANGE)
+          return "must be a finite number, got '" + text.substr(0, 40) + "'";
+        if (end != text.c_str() && *end == '\0' && errno == ERANGE && std::fabs(v) > 1.0)
+          return "must be a finite number, got " + text.substr(0, 40) + " (out of the double range)";
+        return std::string();
+      },
+      "");
+}
+
+void strict_options(CLI::App* app) {
+  for (CLI::Option* opt : app->get_options()) {
+    const std::string type = opt->get_type_name();
+    // get_type_name() is "UINT", "FLOAT", or that followed by the validators' descriptions
+    if (type.rfind("UINT", 0) == 0) opt->check(unsigned_exact());
+    else if (type.rfind("FLOAT", 0) == 0) opt->check(finite_number());
+  }
+}
+
+}  // namespace
+
+void strict_numbers(CLI::App& app) {
+  strict_options(&app);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) strict_options(sub);
 }
 
 namespace {

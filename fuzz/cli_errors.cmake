@@ -99,10 +99,13 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("3bit" demo --packing 3bit)
     expect_usage_error("--c" demo --c -1)
     expect_usage_error("--seed" demo --seed)
+    expect_usage_error("--seed" demo --seed -1)                    # was 2^64-1
+    expect_usage_error("--seed" demo --seed 18446744073709551616)  # was 2^64-1
   elseif(sub STREQUAL "verify")
     expect_usage_error("--profile" verify --profile bogus)
     expect_usage_error("/nonexistent/codec" verify --impl "exec:/nonexistent/codec" --no-progress)
     expect_usage_error("bogus" verify --impl bogus --no-progress)
+    expect_usage_error("--exec-timeout" verify --exec-timeout nan --no-progress)  # NaN turned the timeout off
   elseif(sub STREQUAL "compare")
     expect_usage_error("--elements" compare reference optimized --elements 0)
     expect_usage_error("--draws" compare reference optimized --draws 5000)
@@ -114,10 +117,15 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("/nonexistent/checkpoint" train --resume /nonexistent/checkpoint)
     expect_usage_error("/nonexistent/data" train --data-dir /nonexistent/data)
     expect_usage_error("--lr" train --lr -1)
+    expect_usage_error("--epochs" train --epochs nan)
+    expect_usage_error("--timeout-s" train --timeout-s nan)
+    expect_usage_error("--resume" train --resume /dev/zero)  # not a regular file
   elseif(sub STREQUAL "launch")
     expect_usage_error("--nproc" launch --nproc 0)
+    expect_usage_error("--grace-s" launch --grace-s nan)
   elseif(sub STREQUAL "report")
     expect_usage_error("/nonexistent/reports" report --reports /nonexistent/reports)
+    expect_usage_error("--note" report --note /dev/zero)  # reached 7.5 GB
   endif()
 endforeach()
 

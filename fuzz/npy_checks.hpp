@@ -1,4 +1,5 @@
-// terngrad-bench: the properties the .npy fuzz target checks (tg::verify::parse_npy), shared with the
+// terngrad-bench: the properties the .npy fuzz target checks (tg::verify::parse_npy and, for the
+// allocation path of read_npy, parse_npy_header), shared with the
 // regression suite: either a tg::Error naming the problem or an array whose data are exactly the
 // last 4 * prod(shape) bytes of the file, and which make_npy / parse_npy round-trip bit for bit.
 #pragma once
@@ -12,7 +13,26 @@
 
 namespace tg::fuzz {
 
+// The allocation path (issue 16): the header alone decides the sizes read_npy allocates, so every
+// accepted header must state at most kNpyMaxElements elements and no entry above it, and nothing past
+// kNpyMaxHeaderBytes may be needed to parse it.
+inline void check_npy_header(std::span<const std::uint8_t> bytes) {
+  verify::NpyHeader h;
+  try {
+    h = verify::parse_npy_header(bytes);
+  } catch (const Error& e) {
+    require(std::string(e.what()).size() > 0, "parse_npy_header error without a message");
+    return;
+  } catch (const std::exception& e) {
+    throw PropertyViolation(std::string("parse_npy_header threw a non-tg::Error exception: ") + e.what());
+  }
+  require(h.count <= verify::kNpyMaxElements, "header accepted above kNpyMaxElements");
+  for (std::uint64_t d : h.shape) require(d <= verify::kNpyMaxElements, "shape entry accepted above kNpyMaxElements");
+  require(h.data_offset <= bytes.size() && h.data_offset <= 12 + verify::kNpyMaxHeaderBytes, "header past its limit");
+}
+
 inline void check_npy(std::span<const std::uint8_t> bytes) {
+  check_npy_header(bytes);
   verify::NpyArray a;
   try {
     a = verify::parse_npy(bytes);

@@ -7,6 +7,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "tg/codec.hpp"
+#include "tg/output_file.hpp"
 #include "views.hpp"
 
 namespace nb = nanobind;
@@ -156,6 +158,24 @@ NB_MODULE(_core, m) {
   m.attr("CodecError") = nb::handle(g_codec_error);
   m.attr("NonFiniteError") = nb::handle(g_non_finite_error);
   nb::register_exception_translator(translate_codec_errors);
+
+  m.def(
+      "write_output",
+      [](const std::string& path, nb::bytes data) {
+        try {
+          std::string_view text(static_cast<const char*>(data.data()), data.size());
+          nb::gil_scoped_release release;
+          tg::write_output(path, text);
+        } catch (const tg::OutputError& e) {
+          PyErr_SetString(PyExc_OSError, e.what());
+          throw nb::python_error();
+        }
+      },
+      "path"_a, "data"_a,
+      "The project's output writer (common/include/tg/output_file.hpp): temp + fsync + rename for a regular "
+      "file or a new path, the resolved target of a symlink, in place for a character device, FIFO or "
+      "/dev/stdout, refused (OSError) for a folder, block device or socket. A failed write leaves the "
+      "previous file intact.");
 
   m.attr("HEADER_BYTES") = tg::kHeaderBytes;
   m.attr("FORMAT_VERSION") = tg::kFormatVersion;
@@ -350,9 +370,16 @@ NB_MODULE(_core, m) {
           nb::gil_scoped_release release;
           tg::ScalarRule rule = tg::own_rule(cd, v.span, p, tensor);
           s = rule.scalar;
-          for (std::uint32_t j = 0; j < draws; ++j)
+          // Ctrl-C is honoured between chunks of about 2^24 trits (the GIL is taken only to poll).
+          const std::uint32_t chunk = static_cast<std::uint32_t>(std::max<std::size_t>(1, (std::size_t{1} << 24) / std::max<std::size_t>(1, n)));
+          for (std::uint32_t j = 0; j < draws; ++j) {
+            if (j > 0 && j % chunk == 0) {
+              nb::gil_scoped_acquire gil;
+              if (PyErr_CheckSignals() != 0) throw nb::python_error();
+            }
             cd.ternarize(v.span, rule, {seed, worker, tensor, first_step + j},
                          std::span<std::int8_t>(trits.data() + j * n, n));
+          }
         }
         return std::make_tuple(s, to_numpy(std::move(trits), {draws, n}));
       },

@@ -383,6 +383,8 @@ void bind_verify(nb::module_& m) {
           gv.push_back(float_view(gs[i], nth("g", i, count).c_str()));
           FloatView val = float_view(vs[i], nth("values", i, count).c_str());
           const std::size_t d = gv.back().span.size();
+          // Before anything is allocated per draw: values of shape (1e9, 0) cost no memory.
+          if (d == 0) bad_input(nth("g", i, count) + " is empty");
           if (val.array.ndim() < 2)
             bad_input(nth("values", i, count) + " must have shape (draws, " + std::to_string(d) +
                       ") or (draws, *g.shape), got 1 dimension");

@@ -143,10 +143,9 @@ def _check_writable(option, path):
 
 
 def _write(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    """The project's one output writer (tg::write_output): never replaces a device, FIFO or symlink."""
+    from ._core import write_output
+    write_output(path, text.encode("utf-8"))
 
 
 def _python_impl(spec):
@@ -235,7 +234,7 @@ def main(argv=None):
     except verify.Unavailable as e:
         print(f"{command}: error: {e}", file=sys.stderr)
         return 2
-    except (ValueError, TypeError) as e:  # the battery's input errors (terngrad.CodecError is a ValueError)
+    except (ValueError, TypeError, OSError) as e:  # input errors (terngrad.CodecError is a ValueError), unwritable outputs
         print(f"{command}: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # includes terngrad.verify.Interrupted (SIGINT/SIGTERM during an exec: run)

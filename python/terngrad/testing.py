@@ -33,9 +33,8 @@ def assert_terngrad(impl, *, profile="ci", seed=20171204, supports=(), skip=(), 
     junit: a file to write the battery's JUnit XML to (one case per check, names stable across seeds)."""
     result = _verify.run(impl, profile=profile, seed=seed, supports=list(supports), skip=list(skip), alpha=alpha)
     if junit:
-        os.makedirs(os.path.dirname(os.path.abspath(junit)), exist_ok=True)
-        with open(junit, "w", encoding="utf-8") as f:
-            f.write(result.to_junit())
+        from ._core import write_output  # the project's one output writer
+        write_output(junit, result.to_junit().encode("utf-8"))
     if not result.passed:
         raise TerngradFailure(result)
     return result

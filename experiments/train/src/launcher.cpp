@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,12 +74,17 @@ int launch(const LaunchOptions& o) {
     for (const auto& extra : {std::string("--rank"), std::to_string(r), std::string("--world-size"), std::to_string(o.nproc),
                               std::string("--master-addr"), o.addr, std::string("--master-port"), std::to_string(port)})
       args.push_back(extra);
+    const pid_t launcher = ::getpid();
     pid_t pid = ::fork();
     if (pid < 0) {
       for (pid_t p : pids) ::kill(p, SIGKILL);
       throw std::runtime_error(std::string("cannot start a rank: ") + std::strerror(errno));
     }
     if (pid == 0) {
+      // A rank never outlives its launcher: SIGKILL when the launcher dies, however it dies (kept
+      // across execv). Checked once more in case the launcher died before prctl.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != launcher) ::_exit(128 + SIGKILL);
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);

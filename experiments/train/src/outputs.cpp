@@ -2,7 +2,9 @@
 // ternary tensor per step), evals.csv (test curve), run.json (settings, data, totals, per-layer table)
 // and, on request, weights.f32 (final parameters, raw little-endian float32). Each is written atomically.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iterator>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -13,11 +15,36 @@
 #include "tg/train/trainer.hpp"
 
 namespace tg::train {
+namespace {
+
+// On a resumed run (start_step > 0), the rows an earlier run wrote to the same file for steps before
+// `before` (steps are 0-based; an evaluation row is numbered by the steps done), so that the curves
+// continue instead of starting over. Read bounded (a curve file over
+// 1 GiB, or another file's header, contributes nothing).
+std::string earlier_rows(const std::string& path, const std::string& header, long start_step, long before) {
+  if (start_step <= 0) return {};
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || std::filesystem::file_size(path, ec) > (std::uintmax_t{1} << 30))
+    return {};
+  std::ifstream in(path, std::ios::binary);
+  std::string line, out;
+  if (!std::getline(in, line) || line + "\n" != header) return {};
+  while (std::getline(in, line)) {
+    char* end = nullptr;
+    long step = std::strtol(line.c_str(), &end, 10);
+    if (end == line.c_str() || *end != ',') continue;
+    if (step < before) out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace
 
 void write_outputs(const std::string& dir, const TrainConfig& c, const TrainResult& r) {
   std::ostringstream steps;
   steps.precision(9);
-  steps << "step,loss,lr,compute_s,encode_s,comm_s,decode_s,optimizer_s,payload_bytes,float_bytes\n";
+  const std::string steps_header = "step,loss,lr,compute_s,encode_s,comm_s,decode_s,optimizer_s,payload_bytes,float_bytes\n";
+  steps << steps_header << earlier_rows(dir + "/steps.csv", steps_header, r.start_step, r.start_step);
   for (const auto& s : r.step_records)
     steps << s.step << ',' << s.loss << ',' << s.lr << ',' << s.compute_s << ',' << s.encode_s << ',' << s.comm_s << ','
           << s.decode_s << ',' << s.optimizer_s << ',' << s.payload_bytes << ',' << s.float_bytes << '\n';
@@ -25,14 +52,16 @@ void write_outputs(const std::string& dir, const TrainConfig& c, const TrainResu
 
   std::ostringstream layers;
   layers.precision(9);
-  layers << "step,layer,name,sparsity,scalar\n";
+  const std::string layers_header = "step,layer,name,sparsity,scalar\n";
+  layers << layers_header << earlier_rows(dir + "/layers.csv", layers_header, r.start_step, r.start_step);
   for (const auto& l : r.layer_records)
     layers << l.step << ',' << l.layer << ',' << r.layers[l.layer].name << ',' << l.sparsity << ',' << l.scalar << '\n';
   tg::write_file_atomic(dir + "/layers.csv", layers.str());
 
   std::ostringstream evals;
   evals.precision(9);
-  evals << "step,train_loss,test_loss,test_accuracy\n";
+  const std::string evals_header = "step,train_loss,test_loss,test_accuracy\n";
+  evals << evals_header << earlier_rows(dir + "/evals.csv", evals_header, r.start_step, r.start_step + 1);
   for (const auto& e : r.evals) evals << e.step << ',' << e.train_loss << ',' << e.test_loss << ',' << e.test_accuracy << '\n';
   tg::write_file_atomic(dir + "/evals.csv", evals.str());
 

@@ -18,6 +18,7 @@
 #include "gloo_transport.hpp"
 #include "models.hpp"
 #include "tg/atomic_file.hpp"
+#include "tg/train/checkpoint_file.hpp"
 #include "tg/train/data.hpp"
 #include "tg/train/exchange.hpp"
 #include "tg/train/trainer.hpp"
@@ -249,6 +250,14 @@ Evaluation evaluate(Net& model, const Dataset& d) {
   return {loss / static_cast<double>(d.test.count), static_cast<double>(correct) / static_cast<double>(d.test.count)};
 }
 
+// The checkpoint's manifest (tg/train/checkpoint_file.hpp): run fingerprint, step, every tensor's shape.
+CheckpointManifest manifest_of(Net& model, long step, const std::string& fp) {
+  CheckpointManifest m{fp, step, {}};
+  for (const auto& item : model.named_parameters(true)) m.tensors.emplace_back(item.key(), c10::str(item.value().sizes()));
+  for (const auto& item : model.named_buffers(true)) m.tensors.emplace_back(item.key(), c10::str(item.value().sizes()));
+  return m;
+}
+
 void save_checkpoint(const std::string& path, Net& model, torch::optim::Optimizer& opt, long step, const std::string& fp) {
   torch::serialize::OutputArchive ar;
   model.save(ar);
@@ -259,12 +268,12 @@ void save_checkpoint(const std::string& path, Net& model, torch::optim::Optimize
   ar.write("fingerprint", c10::IValue(fp));
   std::ostringstream os;
   ar.save_to(os);
-  tg::write_file_atomic(path, os.str());
+  tg::write_file_atomic(path, seal_checkpoint(os.str(), manifest_of(model, step, fp)));
 }
 
 long load_checkpoint(const std::string& path, Net& model, torch::optim::Optimizer& opt, const std::string& fp) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::invalid_argument("cannot open checkpoint " + path);
+  long sealed_step = 0;  // footer, CRC32C and manifest checked before any weight is read
+  std::istringstream in(open_checkpoint(path, manifest_of(model, 0, fp), &sealed_step));
   torch::serialize::InputArchive ar;
   try {
     ar.load_from(in);
@@ -285,7 +294,8 @@ long load_checkpoint(const std::string& path, Net& model, torch::optim::Optimize
   } catch (const c10::Error& e) {
     throw std::invalid_argument("checkpoint " + path + " does not match the model: " + e.what_without_backtrace());
   }
-  if (!ar.try_read("step", v) || !v.isInt()) throw std::invalid_argument("checkpoint " + path + " has no step");
+  if (!ar.try_read("step", v) || !v.isInt() || v.toInt() != sealed_step)
+    throw std::invalid_argument("checkpoint " + path + " has no step, or not the manifest's");
   return static_cast<long>(v.toInt());
 }
 

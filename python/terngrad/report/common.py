@@ -58,10 +58,20 @@ def pyplot():
     return plt
 
 
+def write_output(path, data):
+    """Every file the renderers write goes through the project's one writer (tg::write_output):
+    temp + fsync + rename for a file, the target of a symlink, in place for a device or FIFO."""
+    from .._core import write_output as _write_output
+    _write_output(str(path), data.encode("utf-8") if isinstance(data, str) else bytes(data))
+
+
 def save_figure(fig, path, dpi=110, **kwargs):
     """Writes a figure as PNG and frees it."""
-    fig.savefig(path, dpi=dpi, **kwargs)
+    import io
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, **kwargs)
     pyplot().close(fig)
+    write_output(path, buf.getvalue())
 
 
 def moving_average(values, w):

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .common import InputError, pyplot, read_json, save_figure
+from .common import InputError, pyplot, read_json, save_figure, write_output
 
 COLORS = {"float": "black", "tern": "tab:blue", "tern-clip": "tab:orange", "tern-saturate": "tab:orange",
           "tern-global": "tab:red", "tern-unshared": "tab:purple", "qsgd": "tab:green", "sign": "tab:gray",
@@ -311,7 +311,7 @@ Each decision has false-fail probability alpha = {checks.get('alpha_per_decision
 averages over thousands of steps), {len(checks.get('checks', []))} decisions, at most {checks.get('alpha_total', 0):.1g} in all; the power
 of each is printed in `run.log` (written again by the script) and asserted in `experiments/convex/tests/test_checks.cpp`.
 """
-    (Path(folder) / "README.md").write_text(text)
+    write_output(Path(folder) / "README.md", text)
 
 
 def render(folder):

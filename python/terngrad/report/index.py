@@ -15,7 +15,7 @@ import shutil
 import sys
 import tempfile
 
-from .common import InputError, md_table, moving_average, num, pyplot, read_csv, read_json, save_figure
+from .common import InputError, write_output, md_table, moving_average, num, pyplot, read_csv, read_json, save_figure
 
 FIGURES = "figures"  # sub-folder of the output's folder that holds the PNGs
 
@@ -590,6 +590,10 @@ def render(reports, out_md, title, html_too, live, argv, live_draws=2000, note=N
                  f"under `{reports}`.\n"]
         if note is not None:
             try:
+                if not note.is_file():
+                    raise InputError(f"note file {note}: not a regular file")
+                if note.stat().st_size > (1 << 20):
+                    raise InputError(f"note file {note}: {note.stat().st_size} bytes, over the limit of 1 MiB")
                 lines.append(note.read_text().rstrip() + "\n")
             except (OSError, UnicodeDecodeError) as e:
                 raise InputError(f"note file {note}: {e}")
@@ -612,13 +616,13 @@ def render(reports, out_md, title, html_too, live, argv, live_draws=2000, note=N
         fig_dir = out_dir / FIGURES
         fig_dir.mkdir(exist_ok=True)
         for name in figs.names:
-            os.replace(stage / name, fig_dir / name)
+            write_output(fig_dir / name, (stage / name).read_bytes())
         for old in fig_dir.glob("*.png"):  # plots of an earlier render that this one no longer draws
             if old.name not in figs.names:
                 old.unlink()
         if html_too:
-            os.replace(stage / (out_md.stem + ".html"), out_md.with_suffix(".html"))
-        os.replace(stage / out_md.name, out_md)
+            write_output(out_md.with_suffix(".html"), (stage / (out_md.stem + ".html")).read_bytes())
+        write_output(out_md, (stage / out_md.name).read_bytes())
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return found, figs.names

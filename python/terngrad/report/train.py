@@ -6,7 +6,7 @@ import math
 import pathlib
 import sys
 
-from .common import InputError, moving_average, pyplot, read_train_run, save_figure
+from .common import InputError, moving_average, pyplot, read_train_run, save_figure, write_output
 
 RUNS = pathlib.Path("reports/train/runs")
 OUT = pathlib.Path("reports/train")
@@ -282,7 +282,7 @@ def render(runs_dir, out_dir):
             w("| %s | %d | %s |" % (group, len(walls), ", ".join(walls)))
     w("")
     readme = out_dir / "README.md"
-    readme.write_text("\n".join(out) + "\n")
+    write_output(readme, "\n".join(out) + "\n")
     return readme
 
 

@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""terngrad-bench: the hostile-input table (issue 16). Runs the built `terngrad` on each hostile input
+of CASES below and records, for each: exit code, the first stderr line, peak memory (ru_maxrss of the
+child, from wait4) and wall time. Fails when an input exits with anything but its expected code, takes
+more than 2 s or 256 MB before its error, or leaves something at an output path it must not change
+(a device node, FIFO, socket or symlink replaced).
+
+    python3 fuzz/hostile/run.py --terngrad build/default/apps/terngrad            # check (ctest: tg_hostile_inputs)
+    python3 fuzz/hostile/run.py --terngrad build/default/apps/terngrad --write-report reports/reliability.md
+
+--write-report replaces the table between the markers <!-- hostile-table:begin/end --> of the file.
+Device nodes are made with mknod in a private temporary folder (root only; those cases are skipped,
+with the reason, otherwise); no system device is ever used as an output.
+"""
+import argparse
+import os
+import platform
+import resource
+import shutil
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+TIME_LIMIT_S = 2.0
+MEMORY_LIMIT_MB = 256
+HARD_TIMEOUT_S = 20.0
+
+
+def npy_bytes(shape, data=b"", descr="<f4"):
+    dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, dims)
+    pad = (64 - (10 + len(header) + 1) % 64) % 64
+    header = header + " " * pad + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data
+
+
+def write(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def kind(path):
+    try:
+        m = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return "missing"
+    for test, name in ((stat.S_ISLNK, "symlink"), (stat.S_ISCHR, "chardev"), (stat.S_ISBLK, "blockdev"),
+                       (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISREG, "file"),
+                       (stat.S_ISDIR, "folder")):
+        if test(m):
+            return name
+    return "other"
+
+
+class Env:
+    def __init__(self, root):
+        self.d = root
+        self.root_user = os.geteuid() == 0
+        rng_g = [0.5, -1.25, 2.0, 0.0, 0.75, -0.5, 1.5, -2.0]
+        s = 2.0
+        g = struct.pack("<8f", *rng_g)
+        # 64 draws: every row keeps the elements with |g| = s and none of the zero
+        rows = []
+        for j in range(64):
+            row = []
+            for k, x in enumerate(rng_g):
+                keep = abs(x) == s or ((j * 7 + k * 3) % 8) < int(8 * abs(x) / s)
+                row.append((s if x > 0 else -s) if keep and x != 0 else 0.0)
+            rows.append(struct.pack("<8f", *row))
+        self.g = write(os.path.join(root, "g.npy"), npy_bytes((8,), g))
+        self.v = write(os.path.join(root, "v.npy"), npy_bytes((64, 8), b"".join(rows)))
+        self.empty_g = write(os.path.join(root, "g0.npy"), npy_bytes((0,)))
+
+    def p(self, name):
+        return os.path.join(self.d, name)
+
+    def mknod(self, name, major, minor, block=False):
+        path = self.p(name)
+        os.mknod(path, 0o600 | (stat.S_IFBLK if block else stat.S_IFCHR), os.makedev(major, minor))
+        return path
+
+    def fifo(self, name):
+        path = self.p(name)
+        os.mkfifo(path)
+        return path
+
+
+def samples(env, *extra):
+    return ["verify", "--samples", env.g, env.v] + list(extra)
+
+
+# Each case: (name, needs_root, setup(env) -> (args, check(env) -> problem or None), expected exit codes).
+def cases():
+    out = []
+
+    def add(name, setup, expect=(2,), root=False):
+        out.append((name, root, setup, expect))
+
+    # ---- outputs never replace what they must not
+    def json_to_chardev(env):
+        node = env.mknod("null", 1, 3)
+        return samples(env, "--json", node), lambda e: None if kind(node) == "chardev" else "the device node was replaced"
+    add("verify --json <private /dev/null node>", json_to_chardev, (0,), root=True)
+
+    def json_to_full(env):
+        node = env.mknod("full", 1, 7)
+        return samples(env, "--json", node), lambda e: None if kind(node) == "chardev" else "the device node was replaced"
+    add("verify --json <private /dev/full node> (ENOSPC)", json_to_full, (2,), root=True)
+
+    def json_to_blockdev(env):
+        node = env.mknod("loop", 7, 200, block=True)
+        return samples(env, "--json", node), lambda e: None if kind(node) == "blockdev" else "the block device was replaced"
+    add("verify --json <private block device node>", json_to_blockdev, (2,), root=True)
+
+    def json_to_symlink(env):
+        target = write(env.p("target.json"), b"old")
+        link = env.p("link.json")
+        os.symlink("target.json", link)
+
+        def check(e):
+            if kind(link) != "symlink":
+                return "the symlink was replaced"
+            return None if open(target, "rb").read().startswith(b"[") or open(target, "rb").read().startswith(b"{") \
+                else "the link's target was not written"
+        return samples(env, "--json", link), check
+    add("verify --json <symlink to a file>", json_to_symlink, (0,))
+
+    def junit_to_fifo(env):
+        fifo = env.fifo("fifo.xml")
+        return samples(env, "--junit", fifo), lambda e: None if kind(fifo) == "fifo" else "the FIFO was replaced"
+    add("verify --junit <FIFO with no reader>", junit_to_fifo, (2,))
+
+    def json_to_socket(env):
+        path = env.p("sock")
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(path)
+        env.keep = s
+        return samples(env, "--json", path), lambda e: None if kind(path) == "socket" else "the socket was replaced"
+    add("verify --json <unix socket>", json_to_socket, (2,))
+
+    # ---- .npy inputs: bounded before any allocation
+    def shape_1e9_0(env):
+        return ["verify", "--samples", env.empty_g, write(env.p("v1e9.npy"), npy_bytes((10**9, 0)))], None
+    add("verify --samples g(0,) values(1e9, 0) (128 bytes)", shape_1e9_0)
+
+    def shape_2p32_0(env):
+        return ["verify", "--samples", env.empty_g, write(env.p("v2p32.npy"), npy_bytes((2**32 - 1, 0)))], None
+    add("verify --samples g(0,) values(2^32-1, 0)", shape_2p32_0)
+
+    def shape_product_huge(env):
+        return ["verify", "--samples", env.g, write(env.p("vbig.npy"), npy_bytes((2**40, 8)))], None
+    add("verify --samples values shape (2^40, 8), 128 bytes", shape_product_huge)
+
+    def dev_zero(env):
+        node = env.mknod("zero", 1, 5) if env.root_user else "/dev/zero"
+        return ["verify", "--samples", env.g, node], None
+    add("verify --samples g /dev/zero", dev_zero)
+
+    def fifo_in(env):
+        return ["verify", "--samples", env.g, env.fifo("in.npy")], None
+    add("verify --samples g <FIFO with no writer>", fifo_in)
+
+    def sparse_6g(env):
+        path = env.p("sparse.npy")
+        with open(path, "wb") as f:
+            f.write(npy_bytes((64, 8)))
+            f.truncate(6 * 2**30)
+        return ["verify", "--samples", env.g, path], None
+    add("verify --samples sparse 6 GiB file, header (64, 8)", sparse_6g)
+
+    def sparse_6g_consistent(env):
+        path = env.p("sparse2.npy")
+        n = (6 * 2**30) // 32
+        hdr = npy_bytes((n, 8))
+        with open(path, "wb") as f:
+            f.write(hdr)
+            f.truncate(len(hdr) + n * 32)
+        return ["verify", "--samples", env.g, path], None
+    add("verify --samples sparse 6 GiB file, header matching its size", sparse_6g_consistent)
+
+    def huge_header(env):
+        data = b"\x93NUMPY\x02\x00" + struct.pack("<I", 2**31) + b"{"
+        return ["verify", "--samples", env.g, write(env.p("hh.npy"), data)], None
+    add("verify --samples header length 2^31 (v2.0)", huge_header)
+
+    # ---- an external codec's output that never ends or blocks
+    def exec_output(make):
+        def setup(env):
+            script = env.p("codec.sh")
+            with open(script, "w") as f:
+                f.write('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = --output ] && out=$2; shift; done\n' + make + "\n")
+            os.chmod(script, 0o755)
+            return ["verify", "--impl", "exec:" + script, "--profile", "quick", "--no-progress", "--exec-timeout", "5"], None
+        return setup
+    add("verify --impl exec: codec output is a FIFO", exec_output('mkfifo "$out"'))
+    add("verify --impl exec: codec output -> /dev/zero", exec_output('ln -s /dev/zero "$out"'))
+    add("verify --impl exec: codec output sparse 6 GiB", exec_output('truncate -s 6G "$out"'))
+
+    # ---- numbers mean what they say
+    for args, name in ((["demo", "--elements", "1000", "--seed", "-1"], "demo --seed -1"),
+                       (["demo", "--elements", "1000", "--seed", "18446744073709551616"], "demo --seed 2^64"),
+                       (["demo", "--elements", "1000", "--seed", "1e3"], "demo --seed 1e3"),
+                       (["verify", "--exec-timeout", "nan", "--impl", "reference"], "verify --exec-timeout nan"),
+                       (["verify", "--exec-timeout", "inf", "--impl", "reference"], "verify --exec-timeout inf"),
+                       (["train", "--epochs", "nan"], "train --epochs nan"),
+                       (["train", "--timeout-s", "nan"], "train --timeout-s nan"),
+                       (["launch", "--grace-s", "nan", "--", "--steps", "1"], "launch --grace-s nan"),
+                       (["train", "--seed", "-5"], "train --seed -5")):
+        add(name, (lambda a: lambda env: (a, None))(args))
+    add("demo --seed 2^64-1 (the largest seed)",
+        lambda env: (["demo", "--elements", "1000", "--seed", "18446744073709551615"], None), (0,))
+    add("verify --samples ... --scalar nan", lambda env: (samples(env, "--scalar", "nan"), None))
+    add("verify --samples ... --alpha 1e-300", lambda env: (samples(env, "--alpha", "1e-300"), None), (0,))
+    add("verify: every check skipped",
+        lambda env: (["verify", "--impl", "reference", "--no-progress", "--skip",
+                      "structure,unbiased,variance,independence,streams,collision,clipping,layerwise,aggregate,cross"],
+                     None))
+
+    # ---- files that never end or block
+    add("report --note /dev/zero", lambda env: (["report", "--note", "/dev/zero", "--reports", env.d], None))
+    add("report --note <FIFO>", lambda env: (["report", "--note", env.fifo("note.md"), "--reports", env.d], None))
+    add("train --resume <FIFO>", lambda env: (["train", "--resume", env.fifo("ckpt")], None))
+    add("train --resume /dev/zero", lambda env: (["train", "--resume", "/dev/zero"], None))
+    return out
+
+
+def run_case(exe, env, args, timeout):
+    t0 = time.monotonic()
+    proc = subprocess.Popen([exe] + args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, cwd=env.d, start_new_session=True)
+    deadline = t0 + timeout
+    timed_out = False
+    while True:
+        pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pid, status, ru = os.wait4(proc.pid, 0)
+            timed_out = True
+            break
+        time.sleep(0.01)
+    wall = time.monotonic() - t0
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if os.WIFEXITED(status):
+        code = str(os.WEXITSTATUS(status))
+    else:
+        code = "signal %d" % os.WTERMSIG(status)
+    if timed_out:
+        code = "timeout (killed after %.0f s)" % timeout
+    lines = [l for l in err.splitlines() if l.strip() and not l.startswith("Run with --help")]
+    return code, (lines[-1] if lines else ""), ru.ru_maxrss / 1024.0, wall, len(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--terngrad", required=True)
+    ap.add_argument("--write-report", help="Markdown file whose hostile table is replaced")
+    ap.add_argument("--timeout", type=float, default=HARD_TIMEOUT_S)
+    a = ap.parse_args()
+    exe = os.path.abspath(a.terngrad)
+    help_text = subprocess.run([exe, "--help"], capture_output=True, text=True).stdout
+    rows, failures = [], 0
+    for name, needs_root, setup, expect in cases():
+        sub = name.split()[0].rstrip(":")
+        if sub not in help_text:
+            rows.append((name, "skipped: this build has no `%s`" % sub, "", "", "", ""))
+            continue
+        if needs_root and os.geteuid() != 0:
+            rows.append((name, "skipped: mknod needs root", "", "", "", ""))
+            continue
+        root = tempfile.mkdtemp(prefix="tg-hostile-")
+        try:
+            env = Env(root)
+            args, check = setup(env)
+            code, msg, mb, wall, nlines = run_case(exe, env, args, a.timeout)
+            problems = []
+            if code not in [str(c) for c in expect]:
+                problems.append("exit %s, expected %s" % (code, "/".join(str(c) for c in expect)))
+            if code not in ("0", "1", "2"):
+                problems.append("exit code outside 0/1/2")
+            if code == "2" and nlines != 1:
+                problems.append("%d stderr lines (want 1)" % nlines)
+            if wall > TIME_LIMIT_S:
+                problems.append("%.2f s > %.0f s" % (wall, TIME_LIMIT_S))
+            if mb > MEMORY_LIMIT_MB:
+                problems.append("%.0f MB > %d MB" % (mb, MEMORY_LIMIT_MB))
+            if check:
+                p = check(env)
+                if p:
+                    problems.append(p)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        verdict = "ok" if not problems else "FAIL: " + "; ".join(problems)
+        failures += bool(problems)
+        rows.append((name, code, msg.replace("|", "\\|").replace(root, "<tmp>")[:160], "%.0f" % mb, "%.2f" % wall, verdict))
+        print("%-58s exit %-6s %6.0f MB %6.2f s  %s\n    %s" % (name, code, mb, wall, verdict, msg[:200]), flush=True)
+    if a.write_report:
+        table = ["| input | exit | message (last stderr line) | peak MB | s | verdict |",
+                 "|---|---|---|---|---|---|"]
+        table += ["| %s |" % " | ".join(c.replace("<", "&lt;") for c in r) for r in rows]
+        note = ("Measured on %s (%d CPUs, shared) by `python3 fuzz/hostile/run.py --terngrad %s --write-report %s`; "
+                "peak MB = ru_maxrss of the process, s = wall time. Limits: %.0f s, %d MB, exit 0/1/2."
+                % (platform.machine(), os.cpu_count(), os.path.relpath(a.terngrad), a.write_report, TIME_LIMIT_S,
+                   MEMORY_LIMIT_MB))
+        text = open(a.write_report).read()
+        begin, end = "<!-- hostile-table:begin -->", "<!-- hostile-table:end -->"
+        block = begin + "\n" + note + "\n\n" + "\n".join(table) + "\n" + end
+        if begin in text and end in text:
+            text = text[:text.index(begin)] + block + text[text.index(end) + len(end):]
+        else:
+            text = text.rstrip() + "\n\n## Hostile inputs (fuzz/hostile/run.py)\n\n" + block + "\n"
+        with open(a.write_report, "w") as f:
+            f.write(text)
+    print("%d cases, %d failed" % (len(rows), failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
