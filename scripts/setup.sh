@@ -11,7 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libxtensor-dev
   libtorch-dev libgloo-dev dataset-fashion-mnist
-  python3-torch   # PyTorch for /usr/bin/python3: examples/torch_codec.py, ctest pip_fresh_venv
+  python3-torch python3-pytest   # PyTorch (+ pytest) for /usr/bin/python3: examples/torch_codec.py, ctest pip_fresh_venv, python_torch
   clang libclang-rt-14-dev valgrind
   python3 python3-dev python3-venv python3-pip
 )
