@@ -231,7 +231,7 @@ class OptimizedCodec final : public Codec {
           float rest = kernels_->max_abs(g.data(), pb, e, &bad);
           r.st.first_bad = bad;
           r.st.m = std::max(r.st.m, rest);
-          r.st.settled = 0;  // the maximum may have risen after the last candidate: check them all
+          r.st.settled = r.st.count;  // the maximum may have risen after the last candidate: check them all
           r.redo_from = pb;
           break;
         }
