@@ -354,14 +354,18 @@ void avx512_encode_2bit_running(const float* g, std::size_t begin, std::size_t e
   st->count = count;
 }
 
-// Kernels::recheck_2bit: the decisions 16 candidates at a time, the walk over the codes with POPCNT
-// (every CPU with AVX-512 has it).
+// Kernels::recheck_2bit: the decisions 16 candidates at a time; the walk over the codes counts the
+// candidates of each 32-code word with POPCNT and finds a dropped one's code with PDEP (every CPU with
+// AVX-512F has POPCNT; this set requires BMI2).
 __attribute__((target("popcnt"))) void avx512_recheck_2bit(std::uint8_t* body, std::size_t begin, std::size_t end,
                                                            const std::uint32_t* cand_u, const float* cand_a,
                                                            std::size_t limit, const ScalarRule& rule) {
   constexpr std::size_t kBatch = 1024;
   std::size_t drops[kBatch + 16];
-  CodeWalk walk;
+  std::uint8_t* bytes = body + begin / 4;
+  const std::size_t nbytes = (end - begin + 3) / 4;
+  std::size_t word = 0, ordinal = 0;  // current word (byte offset) and the ordinal of its first candidate
+  std::uint64_t cleared = 0;          // codes of the current word cleared so far (they still count)
   const __m512d scale = _mm512_set1_pd(rule.scale);
   const __m512 cap = _mm512_set1_ps(rule.cap);
   for (std::size_t c0 = 0; c0 < limit; c0 += kBatch) {
@@ -377,8 +381,26 @@ __attribute__((target("popcnt"))) void avx512_recheck_2bit(std::uint8_t* body, s
                       (_mm512_cmp_pd_mask(_mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(u, 1)), phi, _CMP_LT_OQ) << 8);
       for (unsigned drop = m & ~keep; drop; drop &= drop - 1) drops[nd++] = c + static_cast<std::size_t>(__builtin_ctz(drop));
     }
-    clear_candidate_codes(body + begin / 4, (end - begin + 3) / 4, drops, nd, &walk,
-                          [](std::uint64_t x) { return _mm_popcnt_u64(x); });
+    std::size_t next = 0;
+    while (next < nd && word < nbytes) {
+      std::size_t len = std::min<std::size_t>(8, nbytes - word);
+      std::uint64_t w = 0;
+      std::memcpy(&w, bytes + word, len);
+      std::uint64_t nz = ((w | (w >> 1)) & 0x5555555555555555ull) | cleared;  // low bit of each candidate's code
+      std::size_t cnt = static_cast<std::size_t>(_mm_popcnt_u64(nz));
+      if (drops[next] >= ordinal + cnt) {
+        ordinal += cnt;
+        word += 8;
+        cleared = 0;
+        continue;
+      }
+      for (; next < nd && drops[next] < ordinal + cnt; ++next) {
+        std::uint64_t bit = _pdep_u64(std::uint64_t{1} << (drops[next] - ordinal), nz);
+        w &= ~(bit * 3);
+        cleared |= bit;
+      }
+      std::memcpy(bytes + word, &w, len);  // stays on this word: the next batch's drops may lie in it too
+    }
   }
 }
 
