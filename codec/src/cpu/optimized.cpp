@@ -18,8 +18,10 @@ namespace tg {
 namespace {
 
 constexpr std::size_t kAlign = 5 * kReduceChunk;  // 10240: multiple of 4, 5, 8 and 2048
-// Below ~1M elements per thread, starting threads costs more than it saves (reports/codec-throughput.md).
-constexpr std::size_t kMinPerThread = 100 * kAlign;
+// Elements per thread below which the codec does not start threads. Starting and joining one thread
+// costs ~28 us wall (BM_ThreadStartJoin, docs/performance.md); at ~1.2 ns per element a second thread
+// saves n/2 * 1.2 ns, so it pays from ~50k elements: 204800 per thread keeps a margin of ~4x.
+constexpr std::size_t kMinPerThread = 20 * kAlign;
 // Pieces of the single-pass encode: candidate buffers grow by at most this many slots per call.
 constexpr std::size_t kPassPiece = 65536;  // multiple of 64 (AVX-512 groups) and 4 (Philox blocks)
 
