@@ -189,10 +189,11 @@ void BM_Memcpy(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 4 * n);
 }
 
-enum class Variant { reference, opt1, opt2, twopass1, blocked1 };
+enum class Variant { reference, opt1, opt2, twopass1, single1 };
 
 // The codecs the benchmark walks. twopass1: the best ISA's kernels without the single-pass and
-// fused-statistics kernels (the previous max_abs + moments + encode_body path), one thread.
+// fused-statistics kernels (the previous max_abs + moments + encode_body path), one thread;
+// single1: the single pass at every size (the default codec takes it from 2^21 elements).
 std::shared_ptr<const tg::Codec> codec_for(Variant v) {
   static auto ref = std::shared_ptr<const tg::Codec>(&tg::reference_codec(), [](const tg::Codec*) {});
   static std::shared_ptr<const tg::Codec> one = tg::make_optimized_codec(1);
@@ -204,11 +205,14 @@ std::shared_ptr<const tg::Codec> codec_for(Variant v) {
     return k;
   }();
   static std::shared_ptr<const tg::Codec> twopass =
-      tg::cpu::make_optimized_codec_with(1, &plain, tg::cpu::default_min_per_thread());
+      tg::cpu::make_optimized_codec_with(1, &plain, tg::cpu::default_min_per_thread(), 0);
+  static std::shared_ptr<const tg::Codec> single =
+      tg::cpu::make_optimized_codec_with(1, best_set()->kernels(), tg::cpu::default_min_per_thread(), 0);
   switch (v) {
     case Variant::reference: return ref;
     case Variant::opt1: return one;
     case Variant::opt2: return two;
+    case Variant::single1: return single;
     default: return twopass;
   }
 }
@@ -277,7 +281,8 @@ void BM_ThreadStartJoin(benchmark::State& state) {
 void BM_EncodeThreads(benchmark::State& state, unsigned threads) {
   std::size_t n = static_cast<std::size_t>(state.range(0));
   auto g = gradient(n);
-  auto codec = tg::cpu::make_optimized_codec_with(threads, best_set()->kernels(), 4096);
+  auto codec = tg::cpu::make_optimized_codec_with(threads, best_set()->kernels(), 4096,
+                                                  tg::cpu::default_single_pass_from());
   std::uint32_t step = 0;
   for (auto _ : state) {
     auto payload = tg::encode(*codec, g, {}, {1, 0, 0, step++});
@@ -319,6 +324,7 @@ int register_roofline = [] {
   benchmark::RegisterBenchmark("BM_Encode/reference", BM_Encode, Variant::reference, false)->Apply(sizes_reference);
   benchmark::RegisterBenchmark("BM_Encode/optimized_1thread", BM_Encode, Variant::opt1, false)->Apply(sizes);
   benchmark::RegisterBenchmark("BM_Encode/twopass_1thread", BM_Encode, Variant::twopass1, false)->Apply(sizes);
+  benchmark::RegisterBenchmark("BM_Encode/singlepass_1thread", BM_Encode, Variant::single1, false)->Apply(sizes);
   benchmark::RegisterBenchmark("BM_Encode/optimized_2threads", BM_Encode, Variant::opt2, false)
       ->Apply(sizes)
       ->UseRealTime();

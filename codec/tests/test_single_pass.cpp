@@ -7,7 +7,8 @@
 //  * the fused clipping statistics (clip bound pinned from shifted sums, canonical sigma pass
 //    otherwise): a large offset (bound not pinned: the fallback), tiny and zero variance, huge dynamic
 //    range.
-// Each codec is made with a small per-thread minimum so that 1, 2 and 3 parts all run at these sizes.
+// Each codec is made with a small per-thread minimum so that 1, 2 and 3 parts all run at these sizes,
+// and takes the single pass at every size.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -91,7 +92,7 @@ TEST(FewerPassEncode, SameBytesAsReferenceAtAdversarialInputs) {
       for (const auto& set : tg::cpu::compiled_kernel_sets()) {
         if (!set.cpu_runs()) continue;
         for (unsigned threads : {1u, 2u, 3u}) {
-          auto codec = tg::cpu::make_optimized_codec_with(threads, set.kernels(), 20480);
+          auto codec = tg::cpu::make_optimized_codec_with(threads, set.kernels(), 20480, 0);
           ASSERT_EQ(tg::encode(*codec, c.g, p, key), want)
               << set.name << " threads=" << threads << " " << c.name << " clip=" << tg::to_string(p.clip)
               << " c=" << p.c;
@@ -107,7 +108,7 @@ TEST(FewerPassEncode, SameBytesAsReferenceOverManySteps) {
   g[149000] = 9.0f;  // the maximum late: most candidates are re-decided
   for (const auto& set : tg::cpu::compiled_kernel_sets()) {
     if (!set.cpu_runs()) continue;
-    auto codec = tg::cpu::make_optimized_codec_with(2, set.kernels(), 20480);
+    auto codec = tg::cpu::make_optimized_codec_with(2, set.kernels(), 20480, 0);
     for (std::uint32_t step = 0; step < 20; ++step) {
       tg::StreamKey key{42, 0, 1, step};
       ASSERT_EQ(tg::encode(*codec, g, {}, key), tg::encode(tg::reference_codec(), g, {}, key))
@@ -124,7 +125,7 @@ TEST(FewerPassEncode, NonFiniteNamesTheFirstBadIndex) {
   g[30007] = -std::numeric_limits<float>::infinity();
   for (const auto& set : tg::cpu::compiled_kernel_sets()) {
     if (!set.cpu_runs()) continue;
-    auto codec = tg::cpu::make_optimized_codec_with(3, set.kernels(), 20480);
+    auto codec = tg::cpu::make_optimized_codec_with(3, set.kernels(), 20480, 0);
     for (auto clip : {tg::ClipMode::none, tg::ClipMode::clip}) {
       tg::Params p;
       p.clip = clip;

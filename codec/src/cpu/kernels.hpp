@@ -108,10 +108,13 @@ const Kernels* avx2_kernels();
 const Kernels* avx512_kernels();
 #endif
 
-// The optimized codec on one kernel set with its own threading threshold (elements per thread below
-// which it does not start threads): for the benchmark that measures thread start-up and the tests.
-std::unique_ptr<Codec> make_optimized_codec_with(unsigned threads, const Kernels* kernels, std::size_t min_per_thread);
+// The optimized codec on one kernel set with its own thresholds: elements per thread below which it
+// does not start threads, and the tensor size from which it encodes in a single pass; for the
+// benchmark (thread start-up, single pass against two) and the tests (small tensors, many parts).
+std::unique_ptr<Codec> make_optimized_codec_with(unsigned threads, const Kernels* kernels, std::size_t min_per_thread,
+                                                 std::size_t single_pass_from);
 std::size_t default_min_per_thread();
+std::size_t default_single_pass_from();
 
 // Portable range functions that every set's table may use where it has no vector version.
 std::size_t decode_base3_range(const std::uint8_t* body, std::size_t n, std::size_t b0, std::size_t b1,

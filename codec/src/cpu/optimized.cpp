@@ -22,6 +22,12 @@ constexpr std::size_t kAlign = 5 * kReduceChunk;  // 10240: multiple of 4, 5, 8 
 // costs ~28 us wall (BM_ThreadStartJoin, docs/performance.md); at ~1.2 ns per element a second thread
 // saves n/2 * 1.2 ns, so it pays from ~50k elements: 204800 per thread keeps a margin of ~4x.
 constexpr std::size_t kMinPerThread = 20 * kAlign;
+// Tensors from this size on take the single-pass encode; smaller ones the two passes (max_abs, then
+// encode_2bit). In cache the single pass's extra work (candidates stored and re-decided: 1.01 against
+// 0.81 ns per element in cache, AVX-512) outweighs the second read, which is cheap there; once g
+// comes from memory the second read costs more (docs/performance.md: two-pass faster at 2^20, the
+// single pass at 2^22 and 2^24).
+constexpr std::size_t kSinglePassFrom = std::size_t{1} << 21;
 // Pieces of the single-pass encode: candidate buffers grow by at most this many slots per call.
 constexpr std::size_t kPassPiece = 65536;  // multiple of 64 (AVX-512 groups) and 4 (Philox blocks)
 
@@ -117,12 +123,13 @@ void parallel_ranges(std::size_t n, std::size_t align, unsigned threads, std::si
 
 class OptimizedCodec final : public Codec {
  public:
-  OptimizedCodec(unsigned threads, const cpu::Kernels* kernels, std::size_t min_per_thread = kMinPerThread)
+  OptimizedCodec(unsigned threads, const cpu::Kernels* kernels, std::size_t min_per_thread = kMinPerThread,
+                 std::size_t single_pass_from = kSinglePassFrom)
       : threads_(threads ? threads : std::max(1u, std::thread::hardware_concurrency())), kernels_(kernels),
-        min_per_thread_(min_per_thread) {}
+        min_per_thread_(min_per_thread), single_pass_from_(single_pass_from) {}
 
   // One tensor's encode in fewer passes over g than the default (max_abs, moments, encode_body):
-  //  * own scalar, no clipping, 2bit: one pass (encode_single_pass);
+  //  * own scalar, no clipping, 2bit, at least single_pass_from_ elements: one pass (encode_single_pass);
   //  * clipping: max |g|, the canonical mean and the shifted sums in one pass, the canonical sigma
   //    pass only when the bound is not pinned by them (clip_bound_from_sums), then encode_body.
   // The bytes are those of the default path; the kernel sets without these kernels take it.
@@ -130,7 +137,8 @@ class OptimizedCodec final : public Codec {
                            const float* shared_scalar, std::span<std::uint8_t> body) const override {
     if (g.empty()) return Codec::encode_tensor(g, params, key, shared_scalar, body);
     if (params.clip == ClipMode::none) {
-      if (!shared_scalar && params.packing == Packing::two_bit && kernels_->encode_2bit_running)
+      if (!shared_scalar && params.packing == Packing::two_bit && kernels_->encode_2bit_running &&
+          g.size() >= single_pass_from_)
         return encode_single_pass(g, key, body);
       return Codec::encode_tensor(g, params, key, shared_scalar, body);
     }
@@ -332,6 +340,7 @@ class OptimizedCodec final : public Codec {
   unsigned threads_;
   const cpu::Kernels* kernels_;
   std::size_t min_per_thread_;
+  std::size_t single_pass_from_;
 };
 
 }  // namespace
@@ -387,10 +396,12 @@ std::unique_ptr<Codec> make_optimized_codec_isa(unsigned threads, Isa isa) {
 }
 
 namespace cpu {
-std::unique_ptr<Codec> make_optimized_codec_with(unsigned threads, const Kernels* kernels, std::size_t min_per_thread) {
-  return std::make_unique<OptimizedCodec>(threads, kernels, min_per_thread);
+std::unique_ptr<Codec> make_optimized_codec_with(unsigned threads, const Kernels* kernels, std::size_t min_per_thread,
+                                                 std::size_t single_pass_from) {
+  return std::make_unique<OptimizedCodec>(threads, kernels, min_per_thread, single_pass_from);
 }
 std::size_t default_min_per_thread() { return kMinPerThread; }
+std::size_t default_single_pass_from() { return kSinglePassFrom; }
 }  // namespace cpu
 
 std::unique_ptr<Codec> make_optimized_codec(unsigned threads, bool force_portable) {
