@@ -294,6 +294,7 @@ void BM_EncodeThreads(benchmark::State& state, unsigned threads) {
 
 void sizes(benchmark::internal::Benchmark* b) {
   for (int e = 10; e <= 26; e += 2) b->Arg(std::int64_t{1} << e);
+  b->Arg(std::int64_t{1} << 23);  // between the cache-resident 2^22 and the memory-bound 2^24
   b->Unit(benchmark::kMicrosecond);
 }
 void sizes_reference(benchmark::internal::Benchmark* b) {  // the reference is slow: stop at 2^24
