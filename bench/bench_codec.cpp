@@ -1,13 +1,29 @@
-// terngrad-bench: codec throughput against memcpy of the same bytes, in the same binary and run.
-//   build/default/bench/tg_bench --benchmark_filter='/16777216' --benchmark_min_time=0.5
-// Throughput is GB/s of float32 input (encode) or float32 output (decode). scripts/bench-table.py
-// turns the JSON output into the table of ratios to memcpy in reports/codec-throughput.md.
+// terngrad-bench: codec throughput against memcpy of the same bytes, in the same binary and run, with
+// the roofline of docs/performance.md printed beside every encode row.
+//   build/cpu/bench/tg_bench --benchmark_filter='/16777216' --benchmark_repetitions=5
+// Throughput is GB/s of float32 input (encode) or float32 output (decode). Counters:
+//   x_memcpy  memcpy's time for the same n / this row's time (1 = memcpy's rate). 1-thread rows
+//             compare process CPU time (robust on a shared machine), multi-thread rows wall time;
+//   of_bound  the roofline's best time for a plain encode of n elements at this row's thread count
+//             / this row's time (1 = at the bound; clipping rows are compared with the plain bound);
+//   ns_per_el the per-element cost (roofline rows).
+// The roofline rows (BM_Roofline_*) run first, memcpy second: every later row uses the medians of
+// what they measured earlier in the same run. The roofline rows call the library's internal kernels
+// (codec/src/cpu/kernels.hpp), as codec/tests/test_kernels.cpp does.
 #include <benchmark/benchmark.h>
 
-#include <cstring>
-#include <random>
-#include <thread>
+#include <time.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels.hpp"
 #include "tg/codec.hpp"
 
 namespace {
@@ -20,74 +36,312 @@ std::vector<float> gradient(std::size_t n) {
   return g;
 }
 
-// The codecs the benchmark walks: reference, optimized 1 thread, optimized all threads.
-std::shared_ptr<const tg::Codec> codec_for(int which) {
-  static auto ref = std::shared_ptr<const tg::Codec>(&tg::reference_codec(), [](const tg::Codec*) {});
-  static std::shared_ptr<const tg::Codec> one = tg::make_optimized_codec(1);
-  static std::shared_ptr<const tg::Codec> all = tg::make_optimized_codec(0);
-  return which == 0 ? ref : (which == 1 ? one : all);
+// ---- per-run measurements shared between rows (medians over every call of a row) ----------------
+std::map<std::string, std::vector<double>>& records() {
+  static std::map<std::string, std::vector<double>> r;
+  return r;
 }
+void record(const std::string& key, double v) { records()[key].push_back(v); }
+double median_of(const std::string& key) {
+  auto it = records().find(key);
+  if (it == records().end() || it->second.empty()) return 0.0;
+  std::vector<double> v = it->second;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+double process_cpu_s() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+double wall_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Times the benchmark loop itself: seconds per iteration, CPU (process) and wall.
+struct LoopTimer {
+  double c0 = process_cpu_s(), w0 = wall_s();
+  void finish(const benchmark::State& state, double* cpu, double* wall) const {
+    double it = static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
+    *cpu = (process_cpu_s() - c0) / it;
+    *wall = (wall_s() - w0) / it;
+  }
+};
+
+const tg::cpu::KernelSet* best_set() {
+  const tg::cpu::KernelSet* best = nullptr;
+  for (const auto& s : tg::cpu::compiled_kernel_sets())
+    if (s.cpu_runs()) best = &s;
+  return best;
+}
+
+// ---- roofline ------------------------------------------------------------------------------------
+
+// Philox4x32-10 alone, per ISA: blocks generated in registers and XORed together (no loads, no
+// stores); ns per element = ns per block / 4.
+void BM_Roofline_Philox(benchmark::State& state, std::size_t set_index) {
+  const auto& set = tg::cpu::compiled_kernel_sets()[set_index];
+  if (!set.cpu_runs()) return state.SkipWithError("CPU lacks this ISA");
+  const std::size_t blocks = 1 << 16;
+  std::uint32_t step = 0, sink = 0;
+  LoopTimer t;
+  for (auto _ : state) sink ^= set.kernels()->philox_fold({1, 0, 0, step++}, 0, blocks);
+  benchmark::DoNotOptimize(sink);
+  double cpu, wall;
+  t.finish(state, &cpu, &wall);
+  double ns = 1e9 * cpu / (4.0 * blocks);
+  record(std::string("philox/") + set.name, ns);
+  state.counters["ns_per_el"] = ns;
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * 4 * blocks));
+}
+
+// Ternarize + 2bit pack of a tensor that stays in L1/L2 (2^14 elements, 64 KiB), per ISA: the
+// encode's compute floor (Philox + decision + pack, no memory traffic).
+void BM_Roofline_EncodeInCache(benchmark::State& state, std::size_t set_index) {
+  const auto& set = tg::cpu::compiled_kernel_sets()[set_index];
+  if (!set.cpu_runs()) return state.SkipWithError("CPU lacks this ISA");
+  const std::size_t n = 1 << 14;
+  auto g = gradient(n);
+  float m = 0.0f;
+  for (float x : g) m = std::max(m, std::fabs(x));
+  tg::ScalarRule rule = tg::make_rule(m, m);
+  std::vector<std::uint8_t> body(n / 4);
+  std::uint32_t step = 0;
+  LoopTimer t;
+  for (auto _ : state) {
+    set.kernels()->encode_2bit(g.data(), 0, n, rule, {1, 0, 0, step++}, body.data());
+    benchmark::DoNotOptimize(body.data());
+  }
+  double cpu, wall;
+  t.finish(state, &cpu, &wall);
+  double ns = 1e9 * cpu / static_cast<double>(n);
+  record(std::string("incache/") + set.name, ns);
+  state.counters["ns_per_el"] = ns;
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 4 * n);
+}
+
+// The single-pass kernel (decisions with the running maximum, candidates stored) in cache, per ISA
+// that has one: its compute cost against the plain ternarize + pack above.
+void BM_Roofline_RunningInCache(benchmark::State& state, std::size_t set_index) {
+  const auto& set = tg::cpu::compiled_kernel_sets()[set_index];
+  if (!set.cpu_runs()) return state.SkipWithError("CPU lacks this ISA");
+  const std::size_t n = 1 << 14;
+  auto g = gradient(n);
+  std::vector<std::uint8_t> body(n / 4);
+  std::vector<std::uint32_t> cu(n + tg::cpu::kCandidateSlack);
+  std::vector<float> ca(n + tg::cpu::kCandidateSlack);
+  std::uint32_t step = 0;
+  LoopTimer t;
+  for (auto _ : state) {
+    tg::cpu::RunningPass st;
+    set.kernels()->encode_2bit_running(g.data(), 0, n, {1, 0, 0, step++}, body.data(), cu.data(), ca.data(), &st);
+    benchmark::DoNotOptimize(body.data());
+  }
+  double cpu, wall;
+  t.finish(state, &cpu, &wall);
+  state.counters["ns_per_el"] = 1e9 * cpu / static_cast<double>(n);
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 4 * n);
+}
+
+// Read bandwidth at size n and `threads` threads: the codec's max|g| pass (reads 4 bytes/element,
+// writes nothing). Its time is the memory side of the roofline.
+void BM_Roofline_Read(benchmark::State& state, unsigned threads) {
+  std::size_t n = static_cast<std::size_t>(state.range(0));
+  auto g = gradient(n);
+  auto codec = tg::make_optimized_codec(threads);
+  LoopTimer t;
+  for (auto _ : state) benchmark::DoNotOptimize(codec->max_abs(g, 0));
+  double cpu, wall;
+  t.finish(state, &cpu, &wall);
+  record("read/t" + std::to_string(threads) + "/" + std::to_string(n), threads == 1 ? cpu : wall);
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 4 * n);
+}
+
+// The best time for a plain encode of n elements with `threads` threads: one read of g (4 bytes) and
+// one write of the body (1/4 byte) per element at the read rate measured at this size, or the
+// in-cache compute rate of the best ISA divided over the threads, whichever is slower.
+double bound_s(std::size_t n, unsigned threads) {
+  double read = median_of("read/t" + std::to_string(threads) + "/" + std::to_string(n));
+  double compute_ns = median_of(std::string("incache/") + best_set()->name);
+  if (read <= 0.0 || compute_ns <= 0.0) return 0.0;
+  double memory = read * (4.25 / 4.0);
+  double compute = 1e-9 * compute_ns * static_cast<double>(n) / threads;
+  return std::max(memory, compute);
+}
+
+// ---- memcpy and the codec ------------------------------------------------------------------------
 
 void BM_Memcpy(benchmark::State& state) {
   std::size_t n = static_cast<std::size_t>(state.range(0));
   auto src = gradient(n);
   std::vector<float> dst(n);
+  LoopTimer t;
   for (auto _ : state) {
     std::memcpy(dst.data(), src.data(), 4 * n);
     benchmark::DoNotOptimize(dst.data());
     benchmark::ClobberMemory();
   }
+  double cpu, wall;
+  t.finish(state, &cpu, &wall);
+  record("memcpy/cpu/" + std::to_string(n), cpu);
+  record("memcpy/wall/" + std::to_string(n), wall);
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 4 * n);
 }
 
-// Full encode: scalar pass (max|g| + finiteness check), ternarize, 2bit pack, header + CRC32C.
-void BM_Encode(benchmark::State& state, int which) {
+enum class Variant { reference, opt1, opt2, twopass1, single1 };
+
+// The codecs the benchmark walks. twopass1: the best ISA's kernels without the single-pass and
+// fused-statistics kernels (the previous max_abs + moments + encode_body path), one thread;
+// single1: the single pass at every size (the default codec takes it from 2^21 elements).
+std::shared_ptr<const tg::Codec> codec_for(Variant v) {
+  static auto ref = std::shared_ptr<const tg::Codec>(&tg::reference_codec(), [](const tg::Codec*) {});
+  static std::shared_ptr<const tg::Codec> one = tg::make_optimized_codec(1);
+  static std::shared_ptr<const tg::Codec> two = tg::make_optimized_codec(2);
+  static tg::cpu::Kernels plain = [] {
+    tg::cpu::Kernels k = *best_set()->kernels();
+    k.encode_2bit_running = nullptr;
+    k.chunk_stats = nullptr;
+    return k;
+  }();
+  static std::shared_ptr<const tg::Codec> twopass =
+      tg::cpu::make_optimized_codec_with(1, &plain, tg::cpu::default_min_per_thread(), 0);
+  static std::shared_ptr<const tg::Codec> single =
+      tg::cpu::make_optimized_codec_with(1, best_set()->kernels(), tg::cpu::default_min_per_thread(), 0);
+  switch (v) {
+    case Variant::reference: return ref;
+    case Variant::opt1: return one;
+    case Variant::opt2: return two;
+    case Variant::single1: return single;
+    default: return twopass;
+  }
+}
+unsigned threads_of(Variant v) { return v == Variant::opt2 ? 2 : 1; }
+
+void set_ratios(benchmark::State& state, std::size_t n, unsigned threads, double cpu, double wall) {
+  double t = threads == 1 ? cpu : wall;
+  double mc = median_of(std::string("memcpy/") + (threads == 1 ? "cpu/" : "wall/") + std::to_string(n));
+  if (mc > 0.0 && t > 0.0) state.counters["x_memcpy"] = mc / t;
+  double b = bound_s(n, threads);
+  if (b > 0.0 && t > 0.0) state.counters["of_bound"] = b / t;
+}
+
+// Full encode: scalar pass(es), ternarize, 2bit pack, header + CRC32C; clip: ClipMode::clip at c = 2.5.
+void BM_Encode(benchmark::State& state, Variant v, bool clip) {
   std::size_t n = static_cast<std::size_t>(state.range(0));
   auto g = gradient(n);
-  auto codec = codec_for(which);
+  auto codec = codec_for(v);
   tg::Params p;
+  if (clip) p.clip = tg::ClipMode::clip;
   std::uint32_t step = 0;
+  LoopTimer t;
   for (auto _ : state) {
     auto payload = tg::encode(*codec, g, p, {1, 0, 0, step++});
     benchmark::DoNotOptimize(payload.data());
   }
+  double cpu, wall;
+  t.finish(state, &cpu, &wall);
+  set_ratios(state, n, threads_of(v), cpu, wall);
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 4 * n);
   state.SetLabel(codec->name());
 }
 
 // Decode of a 2bit payload into a preallocated float buffer (validation + unpack + scale).
-void BM_Decode(benchmark::State& state, int which) {
+void BM_Decode(benchmark::State& state, Variant v) {
   std::size_t n = static_cast<std::size_t>(state.range(0));
   auto g = gradient(n);
-  auto codec = codec_for(which);
+  auto codec = codec_for(v);
   auto payload = tg::encode(*codec, g, {}, {1, 0, 0, 0});
   std::vector<float> out(n);
+  LoopTimer t;
   for (auto _ : state) {
     tg::Header h = tg::parse_header(payload);
     codec->decode_body(h.packing, std::span(payload).subspan(tg::kHeaderBytes), h.scalar, out);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
+  double cpu, wall;
+  t.finish(state, &cpu, &wall);
+  double tt = threads_of(v) == 1 ? cpu : wall;
+  double mc = median_of(std::string("memcpy/") + (threads_of(v) == 1 ? "cpu/" : "wall/") + std::to_string(n));
+  if (mc > 0.0 && tt > 0.0) state.counters["x_memcpy"] = mc / tt;
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 4 * n);
   state.SetLabel(codec->name());
 }
 
+// Thread start-up: one std::thread started and joined around an empty body (what parallel_ranges
+// pays per extra part), and the plain encode at sizes around the threshold with 2 threads forced
+// (no minimum per thread) against 1 thread.
+void BM_ThreadStartJoin(benchmark::State& state) {
+  for (auto _ : state) {
+    std::thread t([] {});
+    t.join();
+  }
+}
+void BM_EncodeThreads(benchmark::State& state, unsigned threads) {
+  std::size_t n = static_cast<std::size_t>(state.range(0));
+  auto g = gradient(n);
+  auto codec = tg::cpu::make_optimized_codec_with(threads, best_set()->kernels(), 4096,
+                                                  tg::cpu::default_single_pass_from());
+  std::uint32_t step = 0;
+  for (auto _ : state) {
+    auto payload = tg::encode(*codec, g, {}, {1, 0, 0, step++});
+    benchmark::DoNotOptimize(payload.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 4 * n);
+  state.SetLabel(codec->name() + " min/thread 4096");
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
   for (int e = 10; e <= 26; e += 2) b->Arg(std::int64_t{1} << e);
+  b->Arg(std::int64_t{1} << 23);  // between the cache-resident 2^22 and the memory-bound 2^24
   b->Unit(benchmark::kMicrosecond);
 }
 void sizes_reference(benchmark::internal::Benchmark* b) {  // the reference is slow: stop at 2^24
   for (int e = 10; e <= 24; e += 2) b->Arg(std::int64_t{1} << e);
   b->Unit(benchmark::kMicrosecond);
 }
+void threshold_sizes(benchmark::internal::Benchmark* b) {
+  for (int e = 14; e <= 22; ++e) b->Arg(std::int64_t{1} << e);
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
 
-BENCHMARK(BM_Memcpy)->Apply(sizes);
-BENCHMARK_CAPTURE(BM_Encode, reference, 0)->Apply(sizes_reference);
-BENCHMARK_CAPTURE(BM_Encode, optimized_1thread, 1)->Apply(sizes);
-BENCHMARK_CAPTURE(BM_Encode, optimized_allthreads, 2)->Apply(sizes)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Decode, reference, 0)->Apply(sizes_reference);
-BENCHMARK_CAPTURE(BM_Decode, optimized_1thread, 1)->Apply(sizes);
-BENCHMARK_CAPTURE(BM_Decode, optimized_allthreads, 2)->Apply(sizes)->UseRealTime();
+int register_roofline = [] {
+  auto sets = tg::cpu::compiled_kernel_sets();
+  for (std::size_t i = 0; i < sets.size(); ++i) {
+    benchmark::RegisterBenchmark((std::string("BM_Roofline_Philox/") + sets[i].name).c_str(), BM_Roofline_Philox, i)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark((std::string("BM_Roofline_EncodeInCache/") + sets[i].name).c_str(),
+                                 BM_Roofline_EncodeInCache, i)
+        ->Unit(benchmark::kMicrosecond);
+    if (sets[i].kernels && sets[i].cpu_runs() && sets[i].kernels()->encode_2bit_running)
+      benchmark::RegisterBenchmark((std::string("BM_Roofline_RunningInCache/") + sets[i].name).c_str(),
+                                   BM_Roofline_RunningInCache, i)
+          ->Unit(benchmark::kMicrosecond);
+  }
+  benchmark::RegisterBenchmark("BM_Roofline_Read/t1", BM_Roofline_Read, 1u)->Apply(sizes);
+  benchmark::RegisterBenchmark("BM_Roofline_Read/t2", BM_Roofline_Read, 2u)->Apply(sizes)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_Memcpy", BM_Memcpy)->Apply(sizes);
+  benchmark::RegisterBenchmark("BM_Encode/reference", BM_Encode, Variant::reference, false)->Apply(sizes_reference);
+  benchmark::RegisterBenchmark("BM_Encode/optimized_1thread", BM_Encode, Variant::opt1, false)->Apply(sizes);
+  benchmark::RegisterBenchmark("BM_Encode/twopass_1thread", BM_Encode, Variant::twopass1, false)->Apply(sizes);
+  benchmark::RegisterBenchmark("BM_Encode/singlepass_1thread", BM_Encode, Variant::single1, false)->Apply(sizes);
+  benchmark::RegisterBenchmark("BM_Encode/optimized_2threads", BM_Encode, Variant::opt2, false)
+      ->Apply(sizes)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_EncodeClip/optimized_1thread", BM_Encode, Variant::opt1, true)->Apply(sizes);
+  benchmark::RegisterBenchmark("BM_EncodeClip/twopass_1thread", BM_Encode, Variant::twopass1, true)->Apply(sizes);
+  benchmark::RegisterBenchmark("BM_EncodeClip/optimized_2threads", BM_Encode, Variant::opt2, true)
+      ->Apply(sizes)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_Decode/reference", BM_Decode, Variant::reference)->Apply(sizes_reference);
+  benchmark::RegisterBenchmark("BM_Decode/optimized_1thread", BM_Decode, Variant::opt1)->Apply(sizes);
+  benchmark::RegisterBenchmark("BM_Decode/optimized_2threads", BM_Decode, Variant::opt2)->Apply(sizes)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_ThreadStartJoin", BM_ThreadStartJoin)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_EncodeThreads/t1", BM_EncodeThreads, 1u)->Apply(threshold_sizes);
+  benchmark::RegisterBenchmark("BM_EncodeThreads/t2", BM_EncodeThreads, 2u)->Apply(threshold_sizes);
+  return 0;
+}();
 
 }  // namespace
 

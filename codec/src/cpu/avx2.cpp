@@ -269,6 +269,18 @@ void avx2_philox_blocks(const StreamKey& key, std::uint32_t first, std::size_t c
   }
 }
 
+std::uint32_t avx2_philox_fold(const StreamKey& key, std::uint32_t first, std::size_t count) {
+  __m256i acc = _mm256_setzero_si256();
+  for (std::size_t i = 0; i < count; i += 8) {
+    __m256i x[4];
+    philox8(key, static_cast<std::uint32_t>(first + i), x);
+    acc = _mm256_xor_si256(acc, _mm256_xor_si256(_mm256_xor_si256(x[0], x[1]), _mm256_xor_si256(x[2], x[3])));
+  }
+  alignas(32) std::uint32_t w[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(w), acc);
+  return w[0] ^ w[1] ^ w[2] ^ w[3] ^ w[4] ^ w[5] ^ w[6] ^ w[7];
+}
+
 }  // namespace
 
 const Kernels* avx2_kernels() {
@@ -282,6 +294,10 @@ const Kernels* avx2_kernels() {
                             decode_base3_range,  // byte-at-a-time tables: no vector version
                             unpack_2bit_range,
                             unpack_base3_range,
+                            nullptr,  // no single-pass encode: the codec runs max_abs, then encode_2bit
+                            nullptr,
+                            nullptr,  // no fused statistics: max_abs and chunk_totals
+                            avx2_philox_fold,
                             avx2_philox_blocks};
   return &k;
 }

@@ -275,6 +275,197 @@ std::size_t avx512_decode_2bit(const std::uint8_t* body, std::size_t n, std::siz
   return decode_2bit_scalar(body, n, j, b1, scalar, out);
 }
 
+// Single-pass 2bit encode (Kernels::encode_2bit_running), 64 elements per group: the group's max
+// |g| joins the running maximum m before the group is decided with make_rule(m, m); the candidates'
+// uniforms and magnitudes are compressed into the candidate arrays.
+constexpr std::size_t kPrefetch = 1024;  // elements ahead (4 KiB): a hint only, never dereferenced
+
+void avx512_encode_2bit_running(const float* g, std::size_t begin, std::size_t end, const StreamKey& key,
+                                std::uint8_t* body, std::uint32_t* cand_u, float* cand_a, RunningPass* st) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i max_finite = _mm512_set1_epi32(0x7f7fffff);
+  const Philox16 philox(key);
+  float m = st->m;
+  std::uint32_t mbits;
+  std::memcpy(&mbits, &m, 4);
+  ScalarRule rule = make_rule(m, m);
+  __m512d scale = _mm512_set1_pd(rule.scale);
+  std::size_t count = st->count;
+  for (std::size_t k = begin; k < end; k += 64) {
+    std::size_t n = std::min<std::size_t>(64, end - k);
+    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(g) + 4 * (k + kPrefetch)), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(g) + 4 * (k + kPrefetch + 16)), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(g) + 4 * (k + kPrefetch + 32)), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(g) + 4 * (k + kPrefetch + 48)), _MM_HINT_T0);
+    __m512i raw[4], a[4];
+    __mmask16 bad = 0;
+    for (int v = 0; v < 4; ++v) {
+      std::size_t first = 16 * static_cast<std::size_t>(v);
+      __mmask16 lanes = n > first ? first_lanes(n - first) : static_cast<__mmask16>(0);
+      raw[v] = _mm512_maskz_loadu_epi32(lanes, g + k + first);  // lanes past the end load 0
+      a[v] = _mm512_and_epi32(raw[v], abs_mask);
+      bad |= _mm512_cmpgt_epi32_mask(a[v], max_finite);
+    }
+    if (bad) {  // rare (the encode fails): name the first non-finite element
+      for (std::size_t q = k; q < k + n; ++q) {
+        std::uint32_t bits;
+        std::memcpy(&bits, g + q, 4);
+        if ((bits & 0x7fffffffu) > 0x7f7fffffu) {
+          st->first_bad = q;
+          break;
+        }
+      }
+      break;
+    }
+    __m512i mx = _mm512_max_epi32(_mm512_max_epi32(a[0], a[1]), _mm512_max_epi32(a[2], a[3]));
+    if (_mm512_cmpgt_epi32_mask(mx, _mm512_set1_epi32(static_cast<int>(mbits)))) {  // the maximum rises
+      mbits = static_cast<std::uint32_t>(_mm512_reduce_max_epi32(mx));
+      std::memcpy(&m, &mbits, 4);
+      rule = make_rule(m, m);
+      scale = _mm512_set1_pd(rule.scale);
+      st->settled = count;
+    }
+    __m512i x[4], u[4];
+    philox.blocks(static_cast<std::uint32_t>(k / 4), x);
+    to_element_order(x, u);
+    for (int v = 0; v < 4; ++v) {
+      std::size_t lane0 = 16 * static_cast<std::size_t>(v);
+      if (n <= lane0) break;
+      // |g| <= m, so min(|g|, cap = m) = |g|: keep <=> (double)u < (double)|g| * 2^32/m
+      __m512 af = _mm512_castsi512_ps(a[v]);
+      __m512d plo = _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(af)), scale);
+      __m512d phi = _mm512_mul_pd(
+          _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(af), 1))), scale);
+      __m512d ulo = _mm512_cvtepu32_pd(_mm512_castsi512_si256(u[v]));
+      __m512d uhi = _mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(u[v], 1));
+      unsigned keep = _mm512_cmp_pd_mask(ulo, plo, _CMP_LT_OQ) | (_mm512_cmp_pd_mask(uhi, phi, _CMP_LT_OQ) << 8);
+      unsigned neg = _mm512_cmplt_epi32_mask(raw[v], _mm512_setzero_si512());
+      std::uint32_t codes = _pdep_u32(keep & ~neg, 0x55555555u) | _pdep_u32(keep & neg, 0xAAAAAAAAu);
+      std::size_t elements = std::min<std::size_t>(16, n - lane0);
+      std::memcpy(body + k / 4 + 4 * v, &codes, (elements + 3) / 4);
+      // candidates: full-vector stores of the compressed lanes (the slack holds what lies past count)
+      __mmask16 kk = static_cast<__mmask16>(keep);
+      _mm512_storeu_si512(cand_u + count, _mm512_maskz_compress_epi32(kk, u[v]));
+      _mm512_storeu_si512(cand_a + count, _mm512_maskz_compress_epi32(kk, a[v]));
+      count += static_cast<std::size_t>(__builtin_popcount(keep));
+    }
+  }
+  st->m = m;
+  st->count = count;
+}
+
+// Kernels::recheck_2bit: the decisions 16 candidates at a time; the walk over the codes counts the
+// candidates of each 32-code word with POPCNT and finds a dropped one's code with PDEP (every CPU with
+// AVX-512F has POPCNT; this set requires BMI2).
+__attribute__((target("popcnt"))) void avx512_recheck_2bit(std::uint8_t* body, std::size_t begin, std::size_t end,
+                                                           const std::uint32_t* cand_u, const float* cand_a,
+                                                           std::size_t limit, const ScalarRule& rule) {
+  constexpr std::size_t kBatch = 1024;
+  std::size_t drops[kBatch + 16];
+  std::uint8_t* bytes = body + begin / 4;
+  const std::size_t nbytes = (end - begin + 3) / 4;
+  std::size_t word = 0, ordinal = 0;  // current word (byte offset) and the ordinal of its first candidate
+  std::uint64_t cleared = 0;          // codes of the current word cleared so far (they still count)
+  const __m512d scale = _mm512_set1_pd(rule.scale);
+  const __m512 cap = _mm512_set1_ps(rule.cap);
+  for (std::size_t c0 = 0; c0 < limit; c0 += kBatch) {
+    std::size_t nd = 0, c1 = std::min(limit, c0 + kBatch);
+    for (std::size_t c = c0; c < c1; c += 16) {
+      __mmask16 m = first_lanes(c1 - c);
+      __m512i u = _mm512_maskz_loadu_epi32(m, cand_u + c);
+      __m512 a = _mm512_min_ps(_mm512_maskz_loadu_ps(m, cand_a + c), cap);
+      __m512d plo = _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(a)), scale);
+      __m512d phi = _mm512_mul_pd(
+          _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1))), scale);
+      unsigned keep = _mm512_cmp_pd_mask(_mm512_cvtepu32_pd(_mm512_castsi512_si256(u)), plo, _CMP_LT_OQ) |
+                      (_mm512_cmp_pd_mask(_mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(u, 1)), phi, _CMP_LT_OQ) << 8);
+      for (unsigned drop = m & ~keep; drop; drop &= drop - 1) drops[nd++] = c + static_cast<std::size_t>(__builtin_ctz(drop));
+    }
+    std::size_t next = 0;
+    while (next < nd && word < nbytes) {
+      std::size_t len = std::min<std::size_t>(8, nbytes - word);
+      std::uint64_t w = 0;
+      std::memcpy(&w, bytes + word, len);
+      std::uint64_t nz = ((w | (w >> 1)) & 0x5555555555555555ull) | cleared;  // low bit of each candidate's code
+      std::size_t cnt = static_cast<std::size_t>(_mm_popcnt_u64(nz));
+      if (drops[next] >= ordinal + cnt) {
+        ordinal += cnt;
+        word += 8;
+        cleared = 0;
+        continue;
+      }
+      for (; next < nd && drops[next] < ordinal + cnt; ++next) {
+        std::uint64_t bit = _pdep_u64(std::uint64_t{1} << (drops[next] - ordinal), nz);
+        w &= ~(bit * 3);
+        cleared |= bit;
+      }
+      std::memcpy(bytes + word, &w, len);  // stays on this word: the next batch's drops may lie in it too
+    }
+  }
+}
+
+// Clipping statistics (Kernels::chunk_stats): per chunk, the canonical total (8 lanes = the 8 doubles
+// of one vector, as avx512_chunk_totals), the shifted sums q1, q2 (16 lanes, 128 terms deep) and the
+// running max |g| with the finiteness check, in one read of the chunk.
+float avx512_chunk_stats(const float* g, std::size_t n, std::size_t c0, std::size_t c1, float shift,
+                         double* t1, double* q1, double* q2, std::size_t* first_bad) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i max_finite = _mm512_set1_epi32(0x7f7fffff);
+  const __m512d k = _mm512_set1_pd(static_cast<double>(shift));
+  __m512i mx = _mm512_setzero_si512();
+  __mmask16 bad = 0;
+  for (std::size_t c = c0; c < c1; ++c) {
+    std::size_t start = c * kReduceChunk, end = std::min<std::size_t>(n, start + kReduceChunk);
+    __m512d acc = _mm512_setzero_pd();
+    __m512d s1a = _mm512_setzero_pd(), s1b = _mm512_setzero_pd(), s2a = _mm512_setzero_pd(), s2b = _mm512_setzero_pd();
+    for (std::size_t i = start; i < end; i += 16) {
+      std::size_t lanes = std::min<std::size_t>(16, end - i);
+      __mmask16 m = first_lanes(lanes);
+      __m512 v = _mm512_maskz_loadu_ps(m, g + i);
+      __m512i a = _mm512_and_epi32(_mm512_castps_si512(v), abs_mask);
+      bad |= _mm512_cmpgt_epi32_mask(a, max_finite);
+      mx = _mm512_max_epi32(mx, a);
+      __mmask8 mlo = static_cast<__mmask8>(m & 0xff), mhi = static_cast<__mmask8>(m >> 8);
+      __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+      __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+      // canonical lanes: element offset l mod 8 -> double lane l, in index order (lo before hi)
+      acc = _mm512_mask_add_pd(acc, mlo, acc, lo);
+      acc = _mm512_mask_add_pd(acc, mhi, acc, hi);
+      __m512d dlo = _mm512_sub_pd(lo, k), dhi = _mm512_sub_pd(hi, k);
+      s1a = _mm512_mask_add_pd(s1a, mlo, s1a, dlo);
+      s1b = _mm512_mask_add_pd(s1b, mhi, s1b, dhi);
+      s2a = _mm512_mask_add_pd(s2a, mlo, s2a, _mm512_mul_pd(dlo, dlo));
+      s2b = _mm512_mask_add_pd(s2b, mhi, s2b, _mm512_mul_pd(dhi, dhi));
+    }
+    double lane[kReduceLanes];
+    _mm512_storeu_pd(lane, acc);
+    t1[c - c0] = combine_lanes(lane);
+    q1[c - c0] = _mm512_reduce_add_pd(_mm512_add_pd(s1a, s1b));
+    q2[c - c0] = _mm512_reduce_add_pd(_mm512_add_pd(s2a, s2b));
+  }
+  *first_bad = kNoBadIndex;
+  if (bad) {
+    std::size_t begin = c0 * kReduceChunk, end = std::min<std::size_t>(n, c1 * kReduceChunk);
+    return max_abs_scalar(g, begin, end, first_bad);
+  }
+  std::uint32_t bits = static_cast<std::uint32_t>(_mm512_reduce_max_epi32(mx));
+  float m;
+  std::memcpy(&m, &bits, 4);
+  return m;
+}
+
+std::uint32_t avx512_philox_fold(const StreamKey& key, std::uint32_t first, std::size_t count) {
+  const Philox16 philox(key);
+  __m512i acc = _mm512_setzero_si512();
+  for (std::size_t i = 0; i < count; i += 16) {
+    __m512i x[4];
+    philox.blocks(static_cast<std::uint32_t>(first + i), x);
+    acc = _mm512_ternarylogic_epi32(acc, x[0], x[1], 0x96);
+    acc = _mm512_ternarylogic_epi32(acc, x[2], x[3], 0x96);
+  }
+  return static_cast<std::uint32_t>(_mm512_reduce_or_epi32(acc));
+}
+
 void avx512_philox_blocks(const StreamKey& key, std::uint32_t first, std::size_t count, PhiloxBlock* out) {
   const Philox16 philox(key);
   for (std::size_t i = 0; i < count; i += 16) {
@@ -300,6 +491,10 @@ const Kernels* avx512_kernels() {
                             decode_base3_range,  // byte-at-a-time tables: no vector version
                             unpack_2bit_range,
                             unpack_base3_range,
+                            avx512_encode_2bit_running,
+                            avx512_recheck_2bit,
+                            avx512_chunk_stats,
+                            avx512_philox_fold,
                             avx512_philox_blocks};
   return &k;
 }

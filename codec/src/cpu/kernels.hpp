@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <span>
 
 #include "tg/codec.hpp"
@@ -16,6 +17,18 @@
 namespace tg::cpu {
 
 inline constexpr std::size_t kNoBadIndex = static_cast<std::size_t>(-1);
+
+// State of the single-pass 2bit encode over one range (encode_2bit_running), carried from one call
+// to the next on consecutive pieces of the range.
+struct RunningPass {
+  float m = 0.0f;                       // in: max |g| of the range so far; out: including this piece
+  std::size_t first_bad = kNoBadIndex;  // out: first non-finite element (the kernel stops there)
+  std::size_t count = 0;                // in/out: candidates written so far
+  std::size_t settled = 0;              // out: candidates [settled, count) were decided with m's final value
+};
+
+// Extra candidate slots a kernel may write past count (full-vector stores of compressed lanes).
+inline constexpr std::size_t kCandidateSlack = 64;
 
 struct Kernels {
   const char* name;
@@ -46,6 +59,29 @@ struct Kernels {
                              std::int8_t* trits);
   std::size_t (*unpack_base3)(const std::uint8_t* body, std::size_t n, std::size_t b0, std::size_t b1,
                               std::int8_t* trits);
+  // Single-pass 2bit encode of [begin, end) (begin a multiple of 4), without a known scalar: each
+  // group of elements is decided with the running maximum m (max |g| of the range up to and
+  // including the group) under the rule make_rule(m, m). Since the final scalar s >= m, every element
+  // s keeps is kept here (the decision is monotone in the scale 2^32/m): these are the candidates. The
+  // kernel writes their codes to body and appends, in element order, their uniform u and |g| to
+  // cand_u / cand_a at st->count (capacity st->count + (end - begin) + kCandidateSlack), so the caller
+  // re-decides them exactly once s is known. It stops at the first non-finite value (st->first_bad).
+  void (*encode_2bit_running)(const float* g, std::size_t begin, std::size_t end, const StreamKey& key,
+                              std::uint8_t* body, std::uint32_t* cand_u, float* cand_a, RunningPass* st);
+  // After the single-pass encode: re-decides the first `limit` candidates of the range [begin, end)
+  // (stored by encode_2bit_running, the i-th one being the i-th nonzero code of the range) with the
+  // final rule, and clears the codes of those it does not keep.
+  void (*recheck_2bit)(std::uint8_t* body, std::size_t begin, std::size_t end, const std::uint32_t* cand_u,
+                       const float* cand_a, std::size_t limit, const ScalarRule& rule);
+  // Clipping statistics in one pass over chunks [c0, c1) (chunks of kReduceChunk elements of an
+  // n-element tensor): t1[c - c0] = the canonical chunk total of g (as chunk_totals, square = false),
+  // q1/q2[c - c0] = sum of (g - shift) and of (g - shift)^2 over the chunk in double (any order, at
+  // most 2048 additions deep); returns max |g|; *first_bad as max_abs (the sums are then meaningless).
+  float (*chunk_stats)(const float* g, std::size_t n, std::size_t c0, std::size_t c1, float shift,
+                       double* t1, double* q1, double* q2, std::size_t* first_bad);
+  // XOR of every word of Philox blocks first .. first + count - 1 (the generator alone, for the
+  // benchmark's roofline; count a multiple of 16).
+  std::uint32_t (*philox_fold)(const StreamKey& key, std::uint32_t first, std::size_t count);
   // This set's Philox4x32-10 generator: out[i] = block first + i (mod 2^32) of the stream `key`, for
   // i < count. Only the tests call it, to hold each generator to the published known answers.
   void (*philox_blocks)(const StreamKey& key, std::uint32_t first, std::size_t count, PhiloxBlock* out);
@@ -71,6 +107,14 @@ const Kernels* portable_kernels();
 const Kernels* avx2_kernels();
 const Kernels* avx512_kernels();
 #endif
+
+// The optimized codec on one kernel set with its own thresholds: elements per thread below which it
+// does not start threads, and the tensor size from which it encodes in a single pass; for the
+// benchmark (thread start-up, single pass against two) and the tests (small tensors, many parts).
+std::unique_ptr<Codec> make_optimized_codec_with(unsigned threads, const Kernels* kernels, std::size_t min_per_thread,
+                                                 std::size_t single_pass_from);
+std::size_t default_min_per_thread();
+std::size_t default_single_pass_from();
 
 // Portable range functions that every set's table may use where it has no vector version.
 std::size_t decode_base3_range(const std::uint8_t* body, std::size_t n, std::size_t b0, std::size_t b1,
@@ -145,6 +189,127 @@ static inline std::size_t decode_2bit_scalar(const std::uint8_t* body, std::size
       out[4 * j + m] = scalar * static_cast<float>(trit_of_code(static_cast<std::uint8_t>((byte >> (2 * m)) & 3u)));
   }
   return kNoBadIndex;
+}
+
+// Single-pass encode, one element at a time (the portable set; see Kernels::encode_2bit_running).
+static inline void encode_2bit_running_scalar(const float* g, std::size_t begin, std::size_t end,
+                                              const StreamKey& key, std::uint8_t* body, std::uint32_t* cand_u,
+                                              float* cand_a, RunningPass* st) {
+  float m = st->m;
+  ScalarRule rule = make_rule(m, m);
+  for (std::size_t b = begin; b < end; b += 4) {
+    std::size_t stop = std::min<std::size_t>(end, b + 4);
+    std::size_t bad;
+    float gm = max_abs_scalar(g, b, stop, &bad);
+    if (bad != kNoBadIndex) {
+      st->first_bad = bad;
+      break;
+    }
+    if (gm > m) {
+      m = gm;
+      rule = make_rule(m, m);
+      st->settled = st->count;
+    }
+    PhiloxBlock u = philox_block(key, static_cast<std::uint32_t>(b / 4));
+    unsigned byte = 0;
+    for (std::size_t k = b; k < stop; ++k) {
+      int trit = ternarize_element(g[k], rule, u.v[k - b]);
+      if (trit != 0) {
+        cand_u[st->count] = u.v[k - b];
+        cand_a[st->count] = abs_float(g[k]);
+        ++st->count;
+      }
+      byte |= unsigned(code_2bit(trit)) << (2 * (k - b));
+    }
+    body[b / 4] = static_cast<std::uint8_t>(byte);
+  }
+  st->m = m;
+}
+
+// Walk over the 2bit codes of one range, 32 codes (8 bytes) at a time: clears the codes of the
+// candidates whose ordinals are in drops (increasing), continuing across calls from *walk.
+struct CodeWalk {
+  std::size_t word = 0;        // byte offset of the current word
+  std::size_t ordinal = 0;     // ordinal of its first candidate
+  std::uint64_t cleared = 0;   // low bits of the codes of it cleared so far (they still count)
+};
+template <typename Popcount>
+static inline void clear_candidate_codes(std::uint8_t* bytes, std::size_t nbytes, const std::size_t* drops,
+                                         std::size_t ndrops, CodeWalk* walk, Popcount popcount) {
+  std::size_t next = 0;
+  while (next < ndrops && walk->word < nbytes) {
+    std::size_t len = std::min<std::size_t>(8, nbytes - walk->word);
+    std::uint64_t w = 0;
+    std::memcpy(&w, bytes + walk->word, len);
+    // the low bit of each candidate's code, including those already cleared in this word
+    std::uint64_t nz = ((w | (w >> 1)) & 0x5555555555555555ull) | walk->cleared;
+    std::size_t cnt = static_cast<std::size_t>(popcount(nz));
+    if (walk->ordinal + cnt <= drops[next]) {
+      walk->ordinal += cnt;
+      walk->word += 8;
+      walk->cleared = 0;
+      continue;
+    }
+    for (std::size_t o = walk->ordinal; nz; nz &= nz - 1, ++o)
+      if (next < ndrops && drops[next] == o) {
+        std::uint64_t low = nz & (~nz + 1);
+        w &= ~(low * 3);
+        walk->cleared |= low;
+        ++next;
+      }
+    std::memcpy(bytes + walk->word, &w, len);  // stays on this word: the next batch's drops may lie in it too
+  }
+}
+
+static inline void recheck_2bit_scalar(std::uint8_t* body, std::size_t begin, std::size_t end,
+                                       const std::uint32_t* cand_u, const float* cand_a, std::size_t limit,
+                                       const ScalarRule& rule) {
+  constexpr std::size_t kBatch = 1024;
+  std::size_t drops[kBatch];
+  CodeWalk walk;
+  for (std::size_t c0 = 0; c0 < limit; c0 += kBatch) {
+    std::size_t nd = 0, c1 = std::min(limit, c0 + kBatch);
+    for (std::size_t c = c0; c < c1; ++c) {
+      drops[nd] = c;
+      nd += keep(cand_a[c], rule, cand_u[c]) ? 0 : 1;
+    }
+    clear_candidate_codes(body + begin / 4, (end - begin + 3) / 4, drops, nd, &walk,
+                          [](std::uint64_t x) { return __builtin_popcountll(x); });
+  }
+}
+
+// Clipping statistics one element at a time (see Kernels::chunk_stats).
+static inline float chunk_stats_scalar(const float* g, std::size_t n, std::size_t c0, std::size_t c1, float shift,
+                                       double* t1, double* q1, double* q2, std::size_t* first_bad) {
+  std::size_t begin = c0 * kReduceChunk, end = std::min<std::size_t>(n, c1 * kReduceChunk);
+  float m = max_abs_scalar(g, begin, end, first_bad);
+  if (*first_bad != kNoBadIndex) return m;
+  const double k = static_cast<double>(shift);
+  for (std::size_t c = c0; c < c1; ++c) {
+    std::size_t start = c * kReduceChunk, stop = std::min<std::size_t>(n, start + kReduceChunk);
+    double lane[kReduceLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
+    double s1 = 0.0, s2 = 0.0;
+    for (std::size_t i = start; i < stop; ++i) {
+      double x = static_cast<double>(g[i]);
+      lane[(i - start) % kReduceLanes] += x;
+      double d = x - k;
+      s1 += d;
+      s2 += d * d;
+    }
+    t1[c - c0] = combine_lanes(lane);
+    q1[c - c0] = s1;
+    q2[c - c0] = s2;
+  }
+  return m;
+}
+
+static inline std::uint32_t philox_fold_scalar(const StreamKey& key, std::uint32_t first, std::size_t count) {
+  std::uint32_t x = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    PhiloxBlock b = philox_block(key, static_cast<std::uint32_t>(first + i));
+    x ^= b.v[0] ^ b.v[1] ^ b.v[2] ^ b.v[3];
+  }
+  return x;
 }
 
 }  // namespace tg::cpu

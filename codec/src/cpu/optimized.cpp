@@ -3,7 +3,10 @@
 // (Philox blocks of 4, 2bit bytes of 4, base3 bytes of 5, reduction chunks of 2048), so the bytes
 // never depend on the thread count.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <exception>
 #include <string>
 #include <thread>
@@ -15,8 +18,69 @@ namespace tg {
 namespace {
 
 constexpr std::size_t kAlign = 5 * kReduceChunk;  // 10240: multiple of 4, 5, 8 and 2048
-// Below ~1M elements per thread, starting threads costs more than it saves (reports/codec-throughput.md).
-constexpr std::size_t kMinPerThread = 100 * kAlign;
+// Elements per thread below which the codec does not start threads. Starting and joining one thread
+// costs ~28 us wall (BM_ThreadStartJoin, docs/performance.md); at ~1.2 ns per element a second thread
+// saves n/2 * 1.2 ns, so it pays from ~50k elements: 204800 per thread keeps a margin of ~4x.
+constexpr std::size_t kMinPerThread = 20 * kAlign;
+// Tensors from this size on take the single-pass encode; smaller ones the two passes (max_abs, then
+// encode_2bit). In cache the single pass's extra work (candidates stored and re-decided: 1.03 against
+// 0.83 ns per element in cache, AVX-512) outweighs the second read, which is cheap there; once g comes
+// from memory the second read costs more. Measured 1 thread (docs/performance.md): two passes faster at
+// 2^20, either one at 2^22 (runs disagree), the single pass faster at 2^23 and 2^24.
+constexpr std::size_t kSinglePassFrom = std::size_t{1} << 22;
+// Pieces of the single-pass encode: candidate buffers grow by at most this many slots per call.
+constexpr std::size_t kPassPiece = 65536;  // multiple of 64 (AVX-512 groups) and 4 (Philox blocks)
+
+// Candidate buffers of the single-pass encode, one per part, kept by the calling thread from one
+// encode to the next (a fresh buffer per call would pay a page fault per 4 KiB it touches).
+struct CandidateBuffer {
+  std::unique_ptr<std::uint32_t[]> u;
+  std::unique_ptr<float[]> a;
+  std::size_t capacity = 0;
+  void reserve(std::size_t need, std::size_t used) {
+    if (need <= capacity) return;
+    std::size_t cap = std::max(need, 2 * capacity);
+    auto nu = std::make_unique_for_overwrite<std::uint32_t[]>(cap);
+    auto na = std::make_unique_for_overwrite<float[]>(cap);
+    if (used) {
+      std::memcpy(nu.get(), u.get(), 4 * used);
+      std::memcpy(na.get(), a.get(), 4 * used);
+    }
+    u = std::move(nu);
+    a = std::move(na);
+    capacity = cap;
+  }
+};
+
+// The clip bound static_cast<float>(c * sigma) of the canonical sigma (tg/reduce.hpp), found
+// without the canonical second pass when that is possible: from the canonical mean and the shifted
+// sums q1 = sum (g - shift), q2 = sum (g - shift)^2 of the fused pass, sum (g - mean)^2 is
+// q2 - 2 d q1 + n d^2 (d = mean - shift) up to rounding errors bounded below; the canonical total
+// of (g - mean)^2 lies within relative gamma of that exact sum (nonnegative terms, additions at most
+// `depth` deep). sqrt, / n, * c and the conversion to float are monotone, so when both ends of the
+// interval give the same float, that float is the canonical bound. Returns false otherwise (the caller
+// then runs the canonical sigma pass). The error terms carry a factor 8 of margin.
+bool clip_bound_from_sums(double c, std::size_t count, std::size_t chunks, double mean, float shift, double q1,
+                          double q2, float* bound) {
+  const double n = static_cast<double>(count);
+  const double unit = 0x1p-53;
+  const double depth = 2048.0 + 64.0 + static_cast<double>(chunks);  // >= every addition chain, + 3 per term
+  const double gam = 4.0 * depth * unit;                              // >= 2 gamma_depth
+  const double d = mean - static_cast<double>(shift);
+  const double v = q2 - 2.0 * d * q1 + n * d * d;
+  const double a1 = std::sqrt(n * q2 * (1.0 + gam));  // >= sum |g - shift| (Cauchy-Schwarz)
+  const double mag = q2 + 2.0 * std::fabs(d) * (std::fabs(q1) + a1) + n * d * d;
+  const double err = 16.0 * gam * mag + 1e-290;
+  if (!std::isfinite(v) || !std::isfinite(err) || !(n > 0)) return false;
+  double lo = (v - err) * (1.0 - gam), hi = (v + err) * (1.0 + gam);
+  if (!(lo > 0.0)) lo = 0.0;
+  // the canonical formulas: sigma = sqrt(total / n); bound = float(c * sigma)
+  float b_lo = static_cast<float>(c * std::sqrt(lo / n));
+  float b_hi = static_cast<float>(c * std::sqrt(hi / n));
+  if (b_lo != b_hi) return false;
+  *bound = b_lo;
+  return true;
+}
 
 // Splits [0, n) into at most `threads` contiguous ranges whose inner boundaries are multiples of
 // `align`, and runs fn(begin, end, part) on each (part 0 on the calling thread).
@@ -59,18 +123,42 @@ void parallel_ranges(std::size_t n, std::size_t align, unsigned threads, std::si
 
 class OptimizedCodec final : public Codec {
  public:
-  OptimizedCodec(unsigned threads, const cpu::Kernels* kernels)
-      : threads_(threads ? threads : std::max(1u, std::thread::hardware_concurrency())), kernels_(kernels) {}
+  OptimizedCodec(unsigned threads, const cpu::Kernels* kernels, std::size_t min_per_thread = kMinPerThread,
+                 std::size_t single_pass_from = kSinglePassFrom)
+      : threads_(threads ? threads : std::max(1u, std::thread::hardware_concurrency())), kernels_(kernels),
+        min_per_thread_(min_per_thread), single_pass_from_(single_pass_from) {}
+
+  // One tensor's encode in fewer passes over g than the default (max_abs, moments, encode_body):
+  //  * own scalar, no clipping, 2bit, at least single_pass_from_ elements: one pass (encode_single_pass);
+  //  * clipping: max |g|, the canonical mean and the shifted sums in one pass, the canonical sigma
+  //    pass only when the bound is not pinned by them (clip_bound_from_sums), then encode_body.
+  // The bytes are those of the default path; the kernel sets without these kernels take it.
+  ScalarRule encode_tensor(std::span<const float> g, const Params& params, const StreamKey& key,
+                           const float* shared_scalar, std::span<std::uint8_t> body) const override {
+    if (g.empty()) return Codec::encode_tensor(g, params, key, shared_scalar, body);
+    if (params.clip == ClipMode::none) {
+      if (!shared_scalar && params.packing == Packing::two_bit && kernels_->encode_2bit_running &&
+          g.size() >= single_pass_from_)
+        return encode_single_pass(g, key, body);
+      return Codec::encode_tensor(g, params, key, shared_scalar, body);
+    }
+    if (!kernels_->chunk_stats) return Codec::encode_tensor(g, params, key, shared_scalar, body);
+    float m = 0.0f;
+    float bound = fused_clip_bound(g, params.c, key.tensor, &m);
+    ScalarRule rule = shared_scalar ? make_rule(*shared_scalar, bound) : make_rule(std::min(m, bound), std::min(m, bound));
+    encode_body(g, rule, key, params.packing, body);
+    return rule;
+  }
 
   std::string name() const override {
     return std::string("optimized-") + kernels_->name + "-t" + std::to_string(threads_);
   }
 
   float max_abs(std::span<const float> g, std::uint32_t tensor) const override {
-    std::size_t parts = std::max<std::size_t>(1, std::min<std::size_t>(threads_, g.size() / kMinPerThread));
+    std::size_t parts = std::max<std::size_t>(1, std::min<std::size_t>(threads_, g.size() / min_per_thread_));
     std::vector<float> maxima(parts, 0.0f);
     std::vector<std::size_t> bad(parts, cpu::kNoBadIndex);
-    parallel_ranges(g.size(), kAlign, threads_, kMinPerThread, [&](std::size_t b, std::size_t e, std::size_t p) {
+    parallel_ranges(g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t p) {
       maxima[p] = kernels_->max_abs(g.data(), b, e, &bad[p]);
     });
     for (std::size_t p = 0; p < parts; ++p)
@@ -89,7 +177,7 @@ class OptimizedCodec final : public Codec {
 
   void ternarize(std::span<const float> g, const ScalarRule& rule, const StreamKey& key,
                  std::span<std::int8_t> trits) const override {
-    parallel_ranges(g.size(), kAlign, threads_, kMinPerThread, [&](std::size_t b, std::size_t e, std::size_t) {
+    parallel_ranges(g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t) {
       backwards(b, e, [&](std::size_t cb, std::size_t ce) { kernels_->ternarize(g.data(), cb, ce, rule, key, trits.data()); });
     });
   }
@@ -97,7 +185,7 @@ class OptimizedCodec final : public Codec {
   void encode_body(std::span<const float> g, const ScalarRule& rule, const StreamKey& key,
                    Packing packing, std::span<std::uint8_t> body) const override {
     auto kernel = packing == Packing::two_bit ? kernels_->encode_2bit : kernels_->encode_base3;
-    parallel_ranges(g.size(), kAlign, threads_, kMinPerThread, [&](std::size_t b, std::size_t e, std::size_t) {
+    parallel_ranges(g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t) {
       backwards(b, e, [&](std::size_t cb, std::size_t ce) { kernel(g.data(), cb, ce, rule, key, body.data()); });
     });
   }
@@ -119,6 +207,94 @@ class OptimizedCodec final : public Codec {
   }
 
  private:
+  std::size_t parts_for(std::size_t units, std::size_t min_per_part) const {
+    return std::max<std::size_t>(1, std::min<std::size_t>(threads_, units / std::max<std::size_t>(1, min_per_part)));
+  }
+
+  // Single-pass 2bit encode with the tensor's own scalar s = max |g| and no clipping. Each part decides
+  // its elements with its running maximum (Kernels::encode_2bit_running), which keeps a superset of
+  // what s keeps; once s is known, the candidates decided before a part's maximum reached s are
+  // decided again with the exact rule and the codes of those s drops are cleared. A part whose
+  // candidates outgrow half its elements stops collecting them: the rest of it is only scanned for its
+  // maximum and encoded again with the exact rule afterwards.
+  ScalarRule encode_single_pass(std::span<const float> g, const StreamKey& key, std::span<std::uint8_t> body) const {
+    const std::size_t n = g.size();
+    const std::size_t parts = parts_for(n, min_per_thread_);
+    thread_local std::vector<CandidateBuffer> mine;
+    std::vector<CandidateBuffer>& buffers = mine;  // the calling thread's: the name means the worker's own in a worker
+    if (buffers.size() < parts) buffers.resize(parts);
+    struct Part {
+      cpu::RunningPass st;
+      std::size_t begin = 0, end = 0, redo_from = 0;  // redo_from < end: [redo_from, end) encoded afterwards
+    };
+    std::vector<Part> res(parts);
+    parallel_ranges(n, kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t p) {
+      Part& r = res[p];
+      CandidateBuffer& buf = buffers[p];
+      r.begin = b;
+      r.end = r.redo_from = e;
+      const std::size_t most = (e - b) / 2 + kPassPiece;
+      for (std::size_t pb = b; pb < e; pb += kPassPiece) {
+        std::size_t pe = std::min(e, pb + kPassPiece);
+        if (r.st.count + (pe - pb) > most) {  // too many candidates: the maximum of the rest, then redo it
+          std::size_t bad = cpu::kNoBadIndex;
+          float rest = kernels_->max_abs(g.data(), pb, e, &bad);
+          r.st.first_bad = bad;
+          r.st.m = std::max(r.st.m, rest);
+          r.st.settled = r.st.count;  // the maximum may have risen after the last candidate: check them all
+          r.redo_from = pb;
+          break;
+        }
+        buf.reserve(r.st.count + (pe - pb) + cpu::kCandidateSlack, r.st.count);
+        kernels_->encode_2bit_running(g.data(), pb, pe, key, body.data(), buf.u.get(), buf.a.get(), &r.st);
+        if (r.st.first_bad != cpu::kNoBadIndex) break;
+      }
+    });
+    for (const Part& r : res)  // the lowest part's first bad value: the first in the tensor
+      if (r.st.first_bad != cpu::kNoBadIndex) throw NonFiniteError(key.tensor, r.st.first_bad, g[r.st.first_bad]);
+    float s = 0.0f;
+    for (const Part& r : res) s = std::max(s, r.st.m);
+    const ScalarRule rule = make_rule(s, s);
+    for (std::size_t p = 0; p < parts; ++p) {
+      const Part& r = res[p];
+      std::size_t limit = r.st.m == s ? r.st.settled : r.st.count;
+      kernels_->recheck_2bit(body.data(), r.begin, r.redo_from, buffers[p].u.get(), buffers[p].a.get(), limit, rule);
+      if (r.redo_from < r.end) kernels_->encode_2bit(g.data(), r.redo_from, r.end, rule, key, body.data());
+    }
+    return rule;
+  }
+
+  // One pass over g for clipping: max |g| (throws NonFiniteError as max_abs), the canonical mean and
+  // the shifted sums; returns the clip bound float(c * sigma) of the canonical sigma, from the sums when
+  // they pin it, from the canonical sigma pass otherwise.
+  float fused_clip_bound(std::span<const float> g, double c, std::uint32_t tensor, float* max_out) const {
+    const std::size_t n = g.size();
+    const std::size_t chunks = (n + kReduceChunk - 1) / kReduceChunk;
+    const std::size_t per_part = min_per_thread_ / kReduceChunk;
+    const std::size_t parts = parts_for(chunks, per_part);
+    std::vector<double> t1(chunks), q1(chunks), q2(chunks);
+    std::vector<float> maxima(parts, 0.0f);
+    std::vector<std::size_t> bad(parts, cpu::kNoBadIndex);
+    const float shift = g[0];
+    parallel_ranges(chunks, 1, threads_, per_part, [&](std::size_t c0, std::size_t c1, std::size_t p) {
+      maxima[p] = kernels_->chunk_stats(g.data(), n, c0, c1, shift, t1.data() + c0, q1.data() + c0,
+                                        q2.data() + c0, &bad[p]);
+    });
+    for (std::size_t p = 0; p < parts; ++p)
+      if (bad[p] != cpu::kNoBadIndex) throw NonFiniteError(tensor, bad[p], g[bad[p]]);
+    *max_out = *std::max_element(maxima.begin(), maxima.end());
+    double total1 = 0.0, s1 = 0.0, s2 = 0.0;
+    for (std::size_t k = 0; k < chunks; ++k) {
+      total1 = total1 + t1[k];
+      s1 += q1[k];
+      s2 += q2[k];
+    }
+    const double mean = total1 / static_cast<double>(n);  // as moments(): the canonical mean
+    float bound;
+    if (clip_bound_from_sums(c, n, chunks, mean, shift, s1, s2, &bound)) return bound;
+    return static_cast<float>(c * moments(g).sigma);  // as api.cpp's clip bound
+  }
+
   // Runs fn over [b, e) in aligned pieces from the last to the first. The scalar pass has just read
   // the tensor front to back, so its tail is still in the last-level cache: going backwards reads
   // that part from cache instead of memory when the tensor is larger than the cache.
@@ -140,7 +316,7 @@ class OptimizedCodec final : public Codec {
   double total(std::span<const float> g, bool square, double mean) const {
     std::size_t chunks = (g.size() + kReduceChunk - 1) / kReduceChunk;
     std::vector<double> totals(chunks);
-    parallel_ranges(chunks, 1, threads_, kMinPerThread / kReduceChunk, [&](std::size_t c0, std::size_t c1, std::size_t) {
+    parallel_ranges(chunks, 1, threads_, min_per_thread_ / kReduceChunk, [&](std::size_t c0, std::size_t c1, std::size_t) {
       kernels_->chunk_totals(g.data(), g.size(), c0, c1, square, mean, totals.data() + c0);
     });
     double sum = 0.0;
@@ -152,9 +328,9 @@ class OptimizedCodec final : public Codec {
   template <typename Kernel>
   void run_bytes(Packing packing, std::span<const std::uint8_t> body, Kernel kernel) const {
     std::size_t per_byte = packing == Packing::two_bit ? 4 : 5;
-    std::size_t parts = std::max<std::size_t>(1, std::min<std::size_t>(threads_, body.size() * per_byte / kMinPerThread));
+    std::size_t parts = std::max<std::size_t>(1, std::min<std::size_t>(threads_, body.size() * per_byte / min_per_thread_));
     std::vector<std::size_t> bad(parts, cpu::kNoBadIndex);
-    parallel_ranges(body.size(), 1024, threads_, kMinPerThread / per_byte, [&](std::size_t b0, std::size_t b1, std::size_t p) {
+    parallel_ranges(body.size(), 1024, threads_, min_per_thread_ / per_byte, [&](std::size_t b0, std::size_t b1, std::size_t p) {
       bad[p] = kernel(b0, b1);
     });
     for (std::size_t j : bad)
@@ -163,6 +339,8 @@ class OptimizedCodec final : public Codec {
 
   unsigned threads_;
   const cpu::Kernels* kernels_;
+  std::size_t min_per_thread_;
+  std::size_t single_pass_from_;
 };
 
 }  // namespace
@@ -216,6 +394,15 @@ std::unique_ptr<Codec> make_optimized_codec_isa(unsigned threads, Isa isa) {
                                              "instruction set (x86 SIMD kernels are built on x86-64 only)");
   return std::make_unique<OptimizedCodec>(threads, kernels);
 }
+
+namespace cpu {
+std::unique_ptr<Codec> make_optimized_codec_with(unsigned threads, const Kernels* kernels, std::size_t min_per_thread,
+                                                 std::size_t single_pass_from) {
+  return std::make_unique<OptimizedCodec>(threads, kernels, min_per_thread, single_pass_from);
+}
+std::size_t default_min_per_thread() { return kMinPerThread; }
+std::size_t default_single_pass_from() { return kSinglePassFrom; }
+}  // namespace cpu
 
 std::unique_ptr<Codec> make_optimized_codec(unsigned threads, bool force_portable) {
   return make_optimized_codec_isa(threads, force_portable ? Isa::portable : Isa::best);

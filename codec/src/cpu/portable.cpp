@@ -199,6 +199,10 @@ const Kernels* portable_kernels() {
                             decode_base3_range,
                             unpack_2bit_range,
                             unpack_base3_range,
+                            encode_2bit_running_scalar,
+                            recheck_2bit_scalar,
+                            chunk_stats_scalar,
+                            philox_fold_scalar,
                             portable_philox_blocks};
   return &k;
 }
