@@ -306,7 +306,7 @@ NpyArray read_npy(const std::filesystem::path& path, const NpyReadLimits& limits
     out.shape = h.shape;
     out.data.resize(static_cast<std::size_t>(h.count));
     auto* dst = reinterpret_cast<std::uint8_t*>(out.data.data());
-    std::memcpy(dst, extra.data(), extra.size());
+    if (!extra.empty()) std::memcpy(dst, extra.data(), extra.size());  // memcpy from null (no extra bytes) is UB
     read_some(f.fd, dst + extra.size(), static_cast<std::size_t>(need) - extra.size(), what, deadline, true);
     std::uint8_t probe;
     if (read_some(f.fd, &probe, 1, what, deadline, false) != 0) fail("data section is longer than the shape needs");
