@@ -1,0 +1,247 @@
+"""terngrad-bench: turns the multi-seed study of scripts/train-seeds.sh into reports/train/seeds.md and its
+figures: per arm (codec setting) and worker count, the mean final test accuracy over seeds with a 95%
+t-interval, the paired float-minus-arm gap with its interval (runs of one seed share initialization and
+data order), and accuracy against steps, communicated bytes and time with per-seed bands.
+Run: python -m terngrad.report seeds [--runs reports/train/seeds] [--out reports/train]."""
+import argparse
+import math
+import pathlib
+import re
+import statistics
+import sys
+
+from .common import InputError, md_table, pyplot, read_train_run, save_figure, write_output
+
+RUNS = pathlib.Path("reports/train/seeds")
+OUT = pathlib.Path("reports/train")
+RUN_NAME = re.compile(r"^(?P<net>[a-z0-9]+)-(?P<arm>[a-z0-9-]+?)-w(?P<workers>\d+)-s(?P<seed>\d+)$")
+
+# Two-sided 95% quantiles of Student's t, t_{0.975, df} for df = 1..30 (standard tables).
+T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+# The paper's float-minus-TernGrad gaps in accuracy points, and what they were measured on.
+PAPER = {
+    "lenet": ("MNIST, 10K iterations, total batch 64, 2 to 64 workers: both about 99.2%, within about 0.2 points",
+              0.0, 0.2),
+    "cifarnet": ("CIFAR-10, 2 workers, 300K iterations: float 86.56%, TernGrad 85.64%", 0.92, None),
+}
+TIME_COLUMNS = ("compute_s", "encode_s", "wait_s", "wire_s", "comm_s", "decode_s", "optimizer_s")
+
+
+def t975(df):
+    """t_{0.975, df}; beyond the table, the normal quantile 1.96 (within 0.09 of t for df > 30)."""
+    return T975[df - 1] if df <= len(T975) else 1.96
+
+
+def mean_ci(xs):
+    """(mean, half-width of the 95% t-interval or None for fewer than 2 values)."""
+    m = statistics.fmean(xs)
+    if len(xs) < 2:
+        return m, None
+    return m, t975(len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs))
+
+
+def fmt_ci(m, h, scale=100.0, digits=2):
+    if h is None:
+        return f"{scale * m:.{digits}f} (1 seed: no interval)"
+    return f"{scale * m:.{digits}f} +- {scale * h:.{digits}f}"
+
+
+def step_bytes(row):
+    """Bytes one worker communicates in this step: uplink + downlink when the run counts both, else uplink."""
+    if row.get("uplink_bytes") not in (None, ""):
+        return float(row["uplink_bytes"]) + float(row.get("downlink_bytes") or 0.0)
+    return float(row["payload_bytes"])
+
+
+def step_time(row):
+    return sum(float(row[c]) for c in TIME_COLUMNS if row.get(c) not in (None, ""))
+
+
+def load_runs(runs_dir):
+    """{(net, workers, arm): {seed: run}} of every finished run (a folder with .complete and run.json)."""
+    groups = {}
+    for d in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
+        m = RUN_NAME.match(d.name)
+        if not m or not (d / ".complete").is_file():
+            continue
+        run = read_train_run(d)
+        if run is None:
+            continue
+        key = (m["net"], int(m["workers"]), m["arm"])
+        groups.setdefault(key, {})[int(m["seed"])] = run
+    return groups
+
+
+def curves(run):
+    """Per evaluation: (step, accuracy, cumulative bytes per worker, cumulative step time in s)."""
+    steps = run["_steps"]
+    cum_b, cum_t, by_step = 0.0, 0.0, {}
+    for row in steps:
+        cum_b += step_bytes(row)
+        cum_t += step_time(row)
+        by_step[int(row["step"]) + 1] = (cum_b, cum_t)  # after step k (0-based), k + 1 steps are done
+    out = []
+    for e in run["_evals"]:
+        s = int(e["step"])
+        b, t = by_step.get(s, (float("nan"), float("nan")))
+        out.append((s, float(e["test_accuracy"]), b, t))
+    return out
+
+
+def figure(net, groups, path):
+    plt = pyplot()
+    fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
+    keys = sorted(k for k in groups if k[0] == net)
+    for i, key in enumerate(keys):
+        _, w, arm = key
+        runs = [groups[key][s] for s in sorted(groups[key])]
+        cs = [curves(r) for r in runs]
+        n = min(len(c) for c in cs)
+        if n == 0:
+            continue
+        color = "C%d" % (i % 10)
+        label = f"{arm}, {w} workers ({len(runs)} seeds)"
+        for j, (xi, name) in enumerate(((0, "step"), (2, "bytes"), (3, "time"))):
+            xs = [statistics.fmean(c[k][xi] for c in cs) for k in range(n)]
+            if xi == 2:
+                xs = [x / 1e6 for x in xs]
+            acc = [[100 * c[k][1] for c in cs] for k in range(n)]
+            ax[j].plot(xs, [statistics.fmean(a) for a in acc], color=color, marker="o", ms=3, label=label)
+            if len(runs) > 1:
+                ax[j].fill_between(xs, [min(a) for a in acc], [max(a) for a in acc], color=color, alpha=0.15)
+    ax[0].set_xlabel("step")
+    ax[1].set_xlabel("MB communicated per worker (cumulative)")
+    ax[1].set_xscale("log")
+    ax[2].set_xlabel("time in the step loop, s")
+    for a in ax:
+        a.set_ylabel("test accuracy (%)")
+        a.grid(alpha=0.3)
+    ax[0].legend(fontsize=8)
+    fig.suptitle(f"{net} on Fashion-MNIST: mean over seeds, band = lowest to highest seed")
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def render(runs_dir, out_dir):
+    groups = load_runs(runs_dir)
+    if not groups:
+        raise InputError(f"{runs_dir} holds no finished run of scripts/train-seeds.sh "
+                         "(folders named <net>-<arm>-w<workers>-s<seed> with .complete and run.json)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = []
+    w = out.append
+    w("# Training runs with several seeds: means and 95% confidence intervals\n")
+    w("Generated by `python -m terngrad.report seeds` from the runs of `scripts/train-seeds.sh` (`terngrad train`,")
+    w("in-process simulation of the workers, one LibTorch thread, CPU only, **one run at a time**). The data is")
+    w("**Fashion-MNIST** (Debian package dataset-fashion-mnist), not MNIST or CIFAR-10, which are not on this")
+    w("machine. Raw runs are not kept in git; the command under Reproduce writes them again.\n")
+    w("Intervals: mean over seeds +- t_{0.975, n-1} s / sqrt(n) (Student's t, 95%), s the standard deviation over")
+    w("seeds. Gaps are paired by seed (a seed fixes initialization and data order for every arm), so the interval")
+    w("of a gap is the t-interval of the per-seed differences. The test set is the same for every run.\n")
+    sched = runs_dir / "schedule.log"
+    if sched.is_file():
+        loads = [float(m.group(1)) for m in re.finditer(r" load ([0-9.]+)", sched.read_text())]
+        if loads:
+            w("Load average (1 min) at the start of each run: median %.2f, highest %.2f (2 cores); times below"
+              " are only as clean as that.\n" % (statistics.median(loads), max(loads)))
+    for net in sorted({k[0] for k in groups}):
+        keys = sorted(k for k in groups if k[0] == net)
+        first = next(iter(groups[keys[0]].values()))
+        c = first["config"]
+        w(f"## {net}\n")
+        w("Settings of the first run: batch %s (total), %s steps, optimizer %s, lr %g (%s policy), weight decay %g,"
+          " test accuracy on %s test images." % (c["batch"], first["steps_done"], c["optimizer"], c["lr"],
+                                                  c["lr_policy"], c["weight_decay"],
+                                                  c["test_limit"] or "all 10000"))
+        w("Arms: " + "; ".join(sorted({"%s = codec %s%s" % (k[2], groups[k][next(iter(groups[k]))]["config"]["codec"],
+                                                            clip_text(groups[k][next(iter(groups[k]))]["config"]))
+                                       for k in keys})) + ".\n")
+        rows = []
+        for key in keys:
+            _, wk, arm = key
+            runs = groups[key]
+            accs = [runs[s]["final_test_accuracy"] for s in sorted(runs)]
+            m, h = mean_ci(accs)
+            b = runs[next(iter(runs))]["bytes_per_worker_step"]
+            walls = [runs[s]["time_s"]["wall"] for s in runs]
+            rows.append([arm, wk, len(runs), fmt_ci(m, h), ", ".join("%.2f" % (100 * a) for a in accs),
+                         "%d" % b["payload_all"], "%.2fx" % (b["float32_all"] / b["payload_all"]),
+                         "%.0f" % statistics.fmean(walls)])
+        w(md_table(["arm", "workers", "seeds", "final test accuracy, % (mean +- 95% CI)", "per seed",
+                    "uplink bytes / worker / step", "float32 / uplink", "wall s per run (mean)"], rows))
+        gaps = []
+        for key in keys:
+            _, wk, arm = key
+            base = groups.get((net, wk, "float"))
+            if arm == "float" or not base:
+                continue
+            seeds = sorted(set(base) & set(groups[key]))
+            if not seeds:
+                continue
+            d = [base[s]["final_test_accuracy"] - groups[key][s]["final_test_accuracy"] for s in seeds]
+            m, h = mean_ci(d)
+            verdict = "-"
+            if h is not None:
+                lo, hi = 100 * (m - h), 100 * (m + h)
+                verdict = ("interval excludes 0" if lo > 0 or hi < 0 else "interval includes 0")
+            gaps.append((wk, arm, len(seeds), m, h, verdict))
+        if gaps:
+            w("Float minus arm, paired by seed (accuracy points):\n")
+            w(md_table(["workers", "arm", "pairs", "gap (mean +- 95% CI)", "verdict"],
+                       [[g[0], g[1], g[2], fmt_ci(g[3], g[4]), g[5]] for g in gaps]))
+        if net in PAPER:
+            what, gap, tol = PAPER[net]
+            w("The paper (%s). These runs use other data and, for CifarNet, far fewer iterations, so absolute"
+              " accuracies are not comparable; what carries over is the sign and size of the gap." % what)
+            for g in gaps:
+                if g[1] == "terngrad" and g[4] is not None:
+                    lo, hi = 100 * (g[3] - g[4]), 100 * (g[3] + g[4])
+                    inside = lo <= gap <= hi
+                    w("- %d workers: the paper's gap %.2f points is %s our interval [%.2f, %.2f]."
+                      % (g[0], gap, "inside" if inside else "outside", lo, hi))
+            w("")
+        png = f"{net}_seeds.png"
+        figure(net, groups, out_dir / png)
+        w(f"![{net}]({png})\n")
+        w("Bytes on the x axis of the middle panel: cumulative bytes per worker from steps.csv (uplink only when"
+          " the runs record no downlink).\n")
+    w("## Reproduce\n")
+    w("    cmake --build build/<dir> --target terngrad tg_python")
+    w("    bash scripts/train-seeds.sh build/<dir>/apps/terngrad full    # NETS=lenet for LeNet alone")
+    w("    PYTHONPATH=build/<dir>/python/package build/venv/bin/python -m terngrad.report seeds\n")
+    w("The script's header states the budget on the project's 2-core machine; `smoke` is the minute-long form CI runs.\n")
+    path = out_dir / "seeds.md"
+    write_output(path, "\n".join(out) + "\n")
+    return path
+
+
+def clip_text(c):
+    if c.get("codec") != "terngrad":
+        return ""
+    return ", clip %s%s" % (c.get("clip"), " c=%g" % c["c"] if c.get("clip") != "none" else "")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m terngrad.report seeds",
+                                 description="Render reports/train/seeds.md and its figures from the runs of "
+                                             "scripts/train-seeds.sh.")
+    ap.add_argument("--runs", type=pathlib.Path, default=RUNS, help=f"folder of the runs (default: {RUNS})")
+    ap.add_argument("--out", type=pathlib.Path, default=OUT, help=f"folder for seeds.md and PNGs (default: {OUT})")
+    args = ap.parse_args(argv)
+    if not args.runs.is_dir():
+        print(f"terngrad.report seeds: error: runs folder {args.runs} does not exist "
+              "(scripts/train-seeds.sh writes it)", file=sys.stderr)
+        return 2
+    try:
+        path = render(args.runs, args.out)
+    except (InputError, KeyError, ValueError) as e:
+        print(f"terngrad.report seeds: error: {e}", file=sys.stderr)
+        return 2
+    print("wrote", path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

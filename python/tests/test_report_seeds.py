@@ -1,0 +1,85 @@
+"""terngrad-bench: tests of `python -m terngrad.report seeds` (the multi-seed training report) on run folders
+written here in the format of `terngrad train --out`, with accuracies chosen so that the expected means and
+intervals are computed by hand below, not by the renderer.
+Run: ctest -L python, or PYTHONPATH=build/<preset>/python/package build/venv/bin/python -m pytest python/tests/test_report_seeds.py"""
+import json
+import math
+
+import pytest
+
+from terngrad.report import __main__ as cli
+from terngrad.report import seeds
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def write_run(root, name, acc, codec="terngrad", payload=1000, complete=True, steps=4):
+    run = root / name
+    run.mkdir(parents=True)
+    evals = [{"step": 2, "train_loss": 1.0, "test_loss": 1.0, "test_accuracy": acc / 2},
+             {"step": steps, "train_loss": 0.5, "test_loss": 0.5, "test_accuracy": acc}]
+    cfg = {"model": "lenet", "codec": codec, "clip": "saturate", "c": 2.5, "batch": 64, "optimizer": "momentum",
+           "lr": 0.01, "lr_policy": "inv", "weight_decay": 5e-4, "test_limit": 0, "workers": 2}
+    (run / "run.json").write_text(json.dumps({
+        "config": cfg, "evals": evals, "steps_done": steps, "final_test_accuracy": acc,
+        "bytes_per_worker_step": {"payload_all": payload, "float32_all": 16000},
+        "time_s": {"wall": 10.0}}))
+    (run / "evals.csv").write_text("step,train_loss,test_loss,test_accuracy\n"
+                                   + "".join(f"{e['step']},1,1,{e['test_accuracy']}\n" for e in evals))
+    (run / "steps.csv").write_text("step,loss,lr,compute_s,encode_s,comm_s,decode_s,optimizer_s,payload_bytes,float_bytes\n"
+                                   + "".join(f"{s},1,0.01,0.5,0.1,0,0.1,0.3,{payload},16000\n" for s in range(steps)))
+    if complete:
+        (run / ".complete").write_text("")
+
+
+def test_means_intervals_and_paired_gaps(tmp_path):
+    runs = tmp_path / "runs"
+    float_acc = [0.80, 0.82, 0.84]
+    tern_acc = [0.79, 0.80, 0.84]
+    for s, (f, t) in enumerate(zip(float_acc, tern_acc), start=1):
+        write_run(runs, f"lenet-float-w2-s{s}", f, codec="float", payload=16000)
+        write_run(runs, f"lenet-terngrad-w2-s{s}", t)
+    write_run(runs, "lenet-terngrad-w2-s9", 0.10, complete=False)  # unfinished: must be ignored
+    out = tmp_path / "out"
+    assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 0
+    md = (out / "seeds.md").read_text()
+    # float: mean 82.00, sd 2.00 points, half-width t_{.975,2} * 2 / sqrt(3) = 4.303 * 1.1547 = 4.97
+    assert "| float | 2 | 3 | 82.00 +- 4.97 | 80.00, 82.00, 84.00 |" in md
+    # terngrad: mean 81.00, sd = sqrt(((-2)^2 + (-1)^2 + 3^2) / 2) = sqrt(7) = 2.6458; 4.303 * 2.6458 / 1.7321 = 6.57
+    assert "| terngrad | 2 | 3 | 81.00 +- 6.57 | 79.00, 80.00, 84.00 |" in md
+    # paired gaps 1, 2, 0 points: mean 1.00, sd 1.00, half-width 4.303 / sqrt(3) = 2.48
+    assert "| 2 | terngrad | 3 | 1.00 +- 2.48 | interval includes 0 |" in md
+    assert "16.00x" in md  # 16000 float32 bytes over a 1000-byte payload
+    assert "the paper's gap 0.00 points is inside our interval [-1.48, 3.48]" in md
+    assert (out / "lenet_seeds.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_interval_excluding_zero_is_called_so(tmp_path):
+    runs = tmp_path / "runs"
+    for s, (f, t) in enumerate(zip([0.90, 0.91, 0.92, 0.93], [0.80, 0.815, 0.82, 0.83]), start=1):
+        write_run(runs, f"cifarnet-float-w2-s{s}", f, codec="float")
+        write_run(runs, f"cifarnet-terngrad-w2-s{s}", t)
+    assert cli.main(["seeds", "--runs", str(runs), "--out", str(tmp_path / "o")]) == 0
+    md = (tmp_path / "o" / "seeds.md").read_text()
+    # gaps 10, 9.5, 10, 10 points: mean 9.875, sd 0.25, half-width 3.182 * 0.25 / 2 = 0.40
+    assert "| 2 | terngrad | 4 | 9.88 +- 0.40 | interval excludes 0 |" in md
+    assert "outside our interval" in md  # the paper's 0.92-point CifarNet gap
+
+
+def test_t_quantiles_and_single_seed():
+    assert seeds.t975(1) == pytest.approx(12.706)
+    assert seeds.t975(4) == pytest.approx(2.776)
+    assert seeds.t975(200) == pytest.approx(1.96)
+    m, h = seeds.mean_ci([0.5])
+    assert m == 0.5 and h is None
+    m, h = seeds.mean_ci([1.0, 3.0])
+    assert m == 2.0 and h == pytest.approx(12.706 * math.sqrt(2) / math.sqrt(2))
+
+
+def test_errors_are_one_line_and_exit_2(tmp_path, capsys):
+    assert cli.main(["seeds", "--runs", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["seeds", "--runs", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "no finished run" in err and err.count("\n") == 1

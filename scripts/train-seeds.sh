@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# terngrad-bench: the multi-seed training study behind reports/train/seeds.md: LeNet and CifarNet on
+# Fashion-MNIST, every arm (codec setting) x worker count x seed, one run at a time so that every
+# recorded time is the run's own; then `python -m terngrad.report seeds` renders the report.
+#
+#   bash scripts/train-seeds.sh build/<dir>/apps/terngrad [full|smoke]
+#
+#   full   LeNet 10000 steps (the paper's 10K iterations, total batch 64) and CifarNet 3 epochs
+#          (batch 64 per worker, Adam 2e-4), 5 seeds; arms and worker counts below. Budget on the
+#          project's 2-core machine, runs one at a time: LeNet about 11 min per run, CifarNet about
+#          13 min per run (measured step times: 63 ms and 0.5 s per step), so about 20 hours for the
+#          whole set; NETS=lenet alone is about 9 hours (an overnight run).
+#   smoke  the same pipeline in about a minute (LeNet 60 steps, 2 seeds, 1000 test images): what CI runs.
+#
+# Environment (optional): NETS="lenet cifarnet", SEEDS="1 2 3 4 5", ARMS="float terngrad ...",
+# WORKERS="2 4", OUT=reports/train/seeds, PYTHON=build/venv/bin/python, TG_PACKAGE=<built package>.
+# A finished run (its folder holds .complete, written after terngrad exited 0) is kept, not run again:
+# an interrupted study continues where it stopped, redoing only the run it was in. schedule.log records each run's start, load average and
+# exit status.
+set -euo pipefail
+TG=${1:?usage: bash scripts/train-seeds.sh <path to terngrad> [full|smoke]}
+MODE=${2:-full}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+[[ -x $TG ]] || { echo "train-seeds: $TG is not an executable terngrad binary" >&2; exit 2; }
+case $MODE in full|smoke) ;; *) echo "train-seeds: mode must be full or smoke, not '$MODE'" >&2; exit 2 ;; esac
+OUT=${OUT:-$ROOT/reports/train/seeds}
+PY=${PYTHON:-$ROOT/build/venv/bin/python}
+PKG=${TG_PACKAGE:-$(cd "$(dirname "$TG")/.." && pwd)/python/package}
+
+# The arms: codec settings compared at equal everything else. `terngrad` is the paper's method
+# (shared per-layer scalar = max over workers, clipping at 2.5 sigma in the original code's saturate rule).
+declare -A ARM=(
+  [float]="--codec float"
+  [terngrad]="--codec terngrad --clip saturate --c 2.5"
+  [terngrad-noclip]="--codec terngrad --clip none"
+)
+if [[ $MODE == full ]]; then
+  NETS=${NETS:-lenet cifarnet}; SEEDS=${SEEDS:-1 2 3 4 5}; WORKERS=${WORKERS:-2 4}
+  ARMS=${ARMS:-float terngrad terngrad-noclip}
+else
+  NETS=${NETS:-lenet}; SEEDS=${SEEDS:-1 2}; WORKERS=${WORKERS:-2}; ARMS=${ARMS:-float terngrad}
+fi
+for a in $ARMS; do [[ -n ${ARM[$a]:-} ]] || { echo "train-seeds: unknown arm '$a' (known: ${!ARM[*]})" >&2; exit 2; }; done
+
+net_options() {  # net, workers
+  local w=$2
+  case $1:$MODE in
+    lenet:full)     echo "--model lenet --batch 64 --steps 10000 --eval-every 1000" ;;
+    lenet:smoke)    echo "--model lenet --batch 64 --steps 60 --eval-every 30 --test-limit 1000" ;;
+    cifarnet:full)  echo "--model cifarnet --optimizer adam --lr 0.0002 --lr-policy fixed --weight-decay 0.004 --batch $((64 * w)) --epochs 3 --eval-every 200" ;;
+    cifarnet:smoke) echo "--model cifarnet --optimizer adam --lr 0.0002 --lr-policy fixed --weight-decay 0.004 --batch $((8 * w)) --steps 10 --eval-every 5 --test-limit 200" ;;
+    *) echo "train-seeds: unknown net '$1' (lenet, cifarnet)" >&2; return 2 ;;
+  esac
+}
+
+mkdir -p "$OUT"
+failed=0
+for net in $NETS; do
+  for w in $WORKERS; do
+    for arm in $ARMS; do
+      for seed in $SEEDS; do
+        name="$net-$arm-w$w-s$seed"
+        if [[ -f $OUT/$name/.complete ]]; then echo "kept $name"; continue; fi
+        opts=$(net_options "$net" "$w")
+        echo "$(date -u +%FT%TZ) start $name load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/schedule.log"
+        # shellcheck disable=SC2086
+        if "$TG" train $opts ${ARM[$arm]} --data fashion-mnist --workers "$w" --seed "$seed" --no-progress \
+             --out "$OUT/$name" > "$OUT/$name.log" 2>&1; then
+          touch "$OUT/$name/.complete"
+          echo "$(date -u +%FT%TZ) done $name" >> "$OUT/schedule.log"; echo "done $name"
+        else
+          echo "$(date -u +%FT%TZ) FAILED $name" >> "$OUT/schedule.log"; echo "FAILED $name (see $OUT/$name.log)" >&2
+          failed=1
+        fi
+      done
+    done
+  done
+done
+
+PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m terngrad.report seeds --runs "$OUT" --out "${REPORT_OUT:-$ROOT/reports/train}"
+exit $failed
