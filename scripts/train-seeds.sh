@@ -55,14 +55,15 @@ net_options() {  # net, workers
 
 mkdir -p "$OUT"
 failed=0
-for net in $NETS; do
-  for w in $WORKERS; do
-    for arm in $ARMS; do
-      for seed in $SEEDS; do
+# Seeds outermost: an interrupted study has whole seeds (every arm of a seed), the pairs the report compares.
+for seed in $SEEDS; do
+  for net in $NETS; do
+    for w in $WORKERS; do
+      for arm in $ARMS; do
         name="$net-$arm-w$w-s$seed"
         if [[ -f $OUT/$name/.complete ]]; then echo "kept $name"; continue; fi
         opts=$(net_options "$net" "$w")
-        echo "$(date -u +%FT%TZ) start $name load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/schedule.log"
+        echo "$(date -u +%FT%TZ) start $name load $(cut -d' ' -f1-3 /proc/loadavg) binary $TG" >> "$OUT/schedule.log"
         # shellcheck disable=SC2086
         if "$TG" train $opts ${ARM[$arm]} --data fashion-mnist --workers "$w" --seed "$seed" --no-progress \
              --out "$OUT/$name" > "$OUT/$name.log" 2>&1; then
