@@ -186,7 +186,7 @@ bool LiveChecker::after_exchange(long step, const std::vector<std::span<const fl
       for (const auto& c : res.failed_checks()) checks += (checks.empty() ? "" : ", ") + c;
       std::string first_detail;
       for (const auto& r : res.rows)
-        if (!r.pass && first_detail.empty()) first_detail = r.check + ": " + r.statistic + " " + r.detail;
+        if (!r.pass && first_detail.empty()) first_detail = r.check + ": " + r.detail;
       std::string msg = "live check FAILED at step " + std::to_string(step) + ", layer " + layers_[t].name + ": " +
                         checks + " (alpha " + fmt_g(alpha_each_) + "; " + first_detail + ")";
       std::fprintf(stderr, "terngrad train: %s\n", msg.c_str());
