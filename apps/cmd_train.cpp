@@ -79,7 +79,7 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
       ->check(CLI::Range(2u, 1u << 20));
   sub->add_option("--live-check-alpha", c.live_check.alpha_total,
                   "False-fail budget of the whole run, split over the planned checks and tensors")
-      ->check(CLI::Range(1e-300, 0.999999));
+      ->check(tg::app::positive_finite());  // and below 1: checked with the model (LiveChecker)
   sub->add_option("--live-check-fail", c.live_check.fail, "On a failed check: continue, or stop (exit 1)")
       ->check(CLI::IsMember({"continue", "stop"}));
   sub->add_option("--live-check-layers", c.live_check.layers,
@@ -95,6 +95,7 @@ int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
   c.progress = cli.progress || (!cli.no_progress && ::isatty(STDERR_FILENO));
   if ((c.world_size > 0) != (c.rank >= 0))
     throw std::invalid_argument("--rank and --world-size go together (or use `terngrad launch`)");
+  if (c.dump_step >= 0 && c.out_dir.empty()) throw std::invalid_argument("--dump-step needs --out (the folder it writes to)");
   if (c.world_size > 0 && c.rank >= c.world_size)
     throw std::invalid_argument("--rank " + std::to_string(c.rank) + " is not below --world-size " + std::to_string(c.world_size));
   tg::train::TrainResult r = tg::train::run_training(c);

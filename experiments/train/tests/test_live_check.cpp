@@ -20,6 +20,8 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <tuple>
+#include <sstream>
 
 #include "tg/train/live_check.hpp"
 
@@ -225,4 +227,38 @@ TEST(ExchangeDump, HoldsTheBytesTheExchangeSent) {
       EXPECT_EQ(0, std::memcmp(g.data(), s.grads[w][t].data(), g.size()));
     }
   EXPECT_NE(read_file(dir / "dump.json").find("\"conv.weight\""), std::string::npos);
+}
+
+TEST(LiveCheck, ResumedRunKeepsEarlierRowsAndDrawsTheSameKeys) {
+  auto codec = make_exchange_codec("");
+  GradientExchange x(kLayers, options(), codec);
+  fs::path full = temp_dir("resume-full"), part = temp_dir("resume-part");
+  LiveChecker a(every(10), x, options(), codec, 25, full.string());
+  for (std::uint32_t step = 0; step < 25; ++step) {
+    Step s = exchange_step(x, step);
+    a.after_exchange(step, s.spans[0], s.stats);
+  }
+  // The interrupted run wrote the rows of steps 0 and 10; its resumption starts at step 15.
+  fs::copy_file(full / "live_checks.csv", part / "live_checks.csv");
+  LiveChecker b(every(10), x, options(), codec, 25, part.string(), /*start_step=*/15);
+  for (std::uint32_t step = 15; step < 25; ++step) {
+    Step s = exchange_step(x, step);
+    b.after_exchange(step, s.spans[0], s.stats);
+  }
+  EXPECT_EQ(b.checks_run(), 1);
+  // The earlier rows verbatim, then the new check's rows equal the uninterrupted run's (statistics
+  // included: the live keys depend on the step only); only the timings may differ.
+  std::string a_csv = read_file(full / "live_checks.csv"), b_csv = read_file(part / "live_checks.csv");
+  std::size_t first20 = a_csv.find("\n20,");
+  ASSERT_NE(first20, std::string::npos);
+  EXPECT_EQ(b_csv.substr(0, first20 + 1), a_csv.substr(0, first20 + 1));
+  std::vector<LiveCheckRow> a20;
+  for (const auto& r : a.rows())
+    if (r.step == 20) a20.push_back(r);
+  ASSERT_EQ(b.rows().size(), a20.size());
+  for (std::size_t k = 0; k < a20.size(); ++k) {
+    const LiveCheckRow &u = a20[k], &v = b.rows()[k];
+    EXPECT_EQ(std::tie(u.step, u.layer, u.check, u.statistic, u.p, u.pass, u.detail),
+              std::tie(v.step, v.layer, v.check, v.statistic, v.p, v.pass, v.detail));
+  }
 }
