@@ -1,6 +1,11 @@
 """terngrad.torch: tensors in and out of the codec, the DDP communication hook (2 ranks, Gloo, CPU) and
 LiveCheck. Needs PyTorch: skipped (with the reason) where the interpreter has none, e.g. the dev venv of
 ctest `python_bindings`; ctest `python_torch` runs this file with /usr/bin/python3 (Debian python3-torch).
+
+LiveCheck tests: false-fail rate at most the run's alpha_total (1e-3, split over the planned checks) for a
+correct codec; the draws are seeded, so the outcome is fixed for a given build. Power against the broken
+hook (deterministic rounding): every coordinate's expectation moves to s*round(g/s), which the pooled
+unbiasedness row rejects far beyond its stated detectable effect (each row reports its power at 1 - 1e-3).
 """
 import datetime
 import importlib.util
