@@ -70,6 +70,23 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   sub->add_option("--fault-kill-at-step", c.fault_kill_at_step)->group("");
   sub->add_option("--fault-hang-at-step", c.fault_hang_at_step)->group("");
   sub->add_option("--fault-rank", c.fault_rank)->group("");
+  sub->add_option("--fault-codec", c.fault_codec)->group("")->check(CLI::IsMember({"deterministic", "uniform8", "step-reuse", "shared-uniform"}));
+  // Live verification (experiments/train/include/tg/train/live_check.hpp, docs/torch.md).
+  sub->add_option("--live-check", c.live_check.every,
+                  "Every N steps (0: never), run the battery's per-gradient checks on extra encodings of worker 0's real gradient")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--live-check-draws", c.live_check.draws, "Extra encodings per checked tensor (own Philox keys)")
+      ->check(CLI::Range(2u, 1u << 20));
+  sub->add_option("--live-check-alpha", c.live_check.alpha_total,
+                  "False-fail budget of the whole run, split over the planned checks and tensors")
+      ->check(tg::app::positive_finite());  // and below 1: checked with the model (LiveChecker)
+  sub->add_option("--live-check-fail", c.live_check.fail, "On a failed check: continue, or stop (exit 1)")
+      ->check(CLI::IsMember({"continue", "stop"}));
+  sub->add_option("--live-check-layers", c.live_check.layers,
+                  "Tensors to check: largest (default), all, or comma-separated names or indices of ternary tensors");
+  sub->add_option("--dump-step", c.dump_step,
+                  "Write that step's exchange (every worker's payload bytes per tensor, the gradients) to --out/dump-step<N>")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--json", cli.json, "Also write the run summary as JSON to FILE ('-': on stdout, instead of the text)");
 }
 
@@ -78,6 +95,7 @@ int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
   c.progress = cli.progress || (!cli.no_progress && ::isatty(STDERR_FILENO));
   if ((c.world_size > 0) != (c.rank >= 0))
     throw std::invalid_argument("--rank and --world-size go together (or use `terngrad launch`)");
+  if (c.dump_step >= 0 && c.out_dir.empty()) throw std::invalid_argument("--dump-step needs --out (the folder it writes to)");
   if (c.world_size > 0 && c.rank >= c.world_size)
     throw std::invalid_argument("--rank " + std::to_string(c.rank) + " is not below --world-size " + std::to_string(c.world_size));
   tg::train::TrainResult r = tg::train::run_training(c);
@@ -92,6 +110,7 @@ int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
     nlohmann::json j = {{"model", c.model}, {"data", r.data_description}, {"codec", c.codec}, {"workers", r.workers},
                         {"steps", r.steps}, {"final_test_accuracy", r.final_test_accuracy},
                         {"payload_bytes_per_worker_step", ap}, {"float32_bytes_per_worker_step", af},
+                        {"live_checks", r.live_checks}, {"live_checks_failed", r.live_checks_failed},
                         {"time_s", {{"compute", r.compute_s}, {"encode", r.encode_s}, {"communicate", r.comm_s},
                                     {"decode", r.decode_s}, {"optimizer", r.optimizer_s}, {"wall", r.wall_s}}}};
     if (cli.json == "-") {
@@ -111,6 +130,9 @@ int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
               static_cast<unsigned long long>(af), ap ? static_cast<double>(af) / ap : 0.0);
   if (tp) std::printf("; ternary tensors %llu (float32 %llu, %.2fx less)", static_cast<unsigned long long>(tp),
                       static_cast<unsigned long long>(tf), static_cast<double>(tf) / tp);
+  if (c.live_check.every > 0)
+    std::printf("\nlive checks: %ld run, %ld failed, %.3f s (%s)", r.live_checks, r.live_checks_failed, r.live_check_s,
+                c.out_dir.empty() ? "no --out: results on stderr only" : "live_checks.csv");
   std::printf("\ntime: compute %.2f s, encode %.3f s, communicate %.3f s, decode %.3f s, optimizer %.2f s, wall %.2f s\n",
               r.compute_s, r.encode_s, r.comm_s, r.decode_s, r.optimizer_s, r.wall_s);
   if (!c.out_dir.empty()) std::printf("outputs in %s\n", c.out_dir.c_str());
@@ -130,7 +152,16 @@ static std::vector<Command> train_commands() {
       add_train_options(sub, *cfg, *cli);
       return sub;
     };
-    c.run_fn = [cfg, cli] { return guarded("train", [&] { return run_train(*cfg, *cli); }); };
+    c.run_fn = [cfg, cli] {
+      return guarded("train", [&] {
+        try {
+          return run_train(*cfg, *cli);
+        } catch (const tg::train::LiveCheckFailed& e) {  // --live-check-fail stop
+          std::fprintf(stderr, "terngrad train: stopped: %s\n", e.what());
+          return 1;
+        }
+      });
+    };
     list.push_back(c);
   }
   {

@@ -1,11 +1,18 @@
 """terngrad.torch: tensors in and out of the codec, the DDP communication hook (2 ranks, Gloo, CPU) and
 LiveCheck. Needs PyTorch: skipped (with the reason) where the interpreter has none, e.g. the dev venv of
 ctest `python_bindings`; ctest `python_torch` runs this file with /usr/bin/python3 (Debian python3-torch).
+
+LiveCheck tests: false-fail rate at most the run's alpha_total (1e-3, split over the planned checks) for a
+correct codec; the draws are seeded, so the outcome is fixed for a given build. Power against the broken
+hook (deterministic rounding): every coordinate's expectation moves to s*round(g/s), which the pooled
+unbiasedness row rejects far beyond its stated detectable effect (each row reports its power at 1 - 1e-3).
 """
 import datetime
 import importlib.util
 import itertools
+import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -246,3 +253,89 @@ def test_livecheck_states_its_budget_and_stops_at_it():
     assert [r["status"] for r in live.rows] == ["checked", "checked", "checked", "budget_spent"]
     assert all(r["passed"] for r in live.rows[:3])
     assert live.rows[0]["alpha"] == pytest.approx(1e-3 / 3)
+
+
+# ---- the hook against the C++ trainer's exchange ----------------------------------------------------
+
+TERNGRAD_EXE = os.environ.get("TG_TERNGRAD_EXE", "")
+needs_trainer = pytest.mark.skipif(not (TERNGRAD_EXE and os.access(TERNGRAD_EXE, os.X_OK)),
+                                   reason="TG_TERNGRAD_EXE (a `terngrad` built with LibTorch, which ctest "
+                                   "python_torch sets when the build has `terngrad train`) is not set")
+
+
+class _DumpBucket:
+    """What terngrad_hook reads of a torch GradBucket: buffer(), index(), is_last()."""
+
+    def __init__(self, buffer, index, last):
+        self._buffer, self._index, self._last = buffer, index, last
+
+    def buffer(self):
+        return self._buffer
+
+    def index(self):
+        return self._index
+
+    def is_last(self):
+        return self._last
+
+
+def _hook_on_dump_worker(rank, world, run, out_dir, dump_dir, kw):
+    """Rank `rank` feeds the C++ trainer's worker-`rank` gradients of the dumped step through terngrad_hook,
+    one bucket per tensor (bucket index = tensor index), and saves what the hook sent and gathered."""
+    import torch
+    import torch.distributed as dist
+    from terngrad.torch.hooks import TernGradState, terngrad_hook
+
+    dist.init_process_group("gloo", init_method=f"file://{out_dir}/rendezvous-{run}", rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=90))
+    with open(os.path.join(dump_dir, "dump.json")) as f:
+        meta = json.load(f)
+    tensors = meta["tensors"]
+    state = TernGradState(seed=meta["seed"], step=meta["step"], record=True, codec="optimized-t1", **kw)
+    for t in range(len(tensors)):
+        g = np.fromfile(os.path.join(dump_dir, f"grad-w{rank}-t{t}.f32"), dtype="<f4")
+        assert g.size == tensors[t]["numel"]
+        terngrad_hook(state, _DumpBucket(torch.from_numpy(g), t, t == len(tensors) - 1)).wait()
+    torch.save([{k: r[k] for k in ("bucket", "step", "ternary", "payload", "payloads")} for r in state.record],
+               os.path.join(out_dir, f"hook{rank}.pt"))
+    dist.destroy_process_group()
+
+
+@needs_torch
+@needs_trainer
+@pytest.mark.parametrize("clip,packing", [("clip", "2bit"), ("none", "base3")])
+def test_hook_payloads_equal_the_cpp_trainers_exchange(tmp_path, clip, packing):
+    """A real `terngrad train` run (LeNet, 2 simulated workers) dumps step 2's exchange: every worker's
+    gradient and the payload bytes it sent per tensor. Two Gloo ranks put those gradients through
+    terngrad_hook (seed and step from the run, bucket index = tensor index, rank = worker): every payload
+    the hook sends, and every one it gathers, must equal the trainer's bytes. A divergence of the key
+    scheme (seed, worker, tensor, step), of the shared-scalar rule or of the float32 path fails here."""
+    import torch
+    import torch.multiprocessing as mp
+
+    run = tmp_path / "run"
+    cmd = [TERNGRAD_EXE, "train", "--model", "lenet", "--codec", "terngrad", "--workers", "2", "--batch", "16",
+           "--steps", "3", "--train-limit", "256", "--test-limit", "64", "--eval-every", "0", "--seed", "77",
+           "--clip", clip, "--packing", packing, "--float-below", "1000", "--dump-step", "2", "--no-progress",
+           "--out", str(run)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0 and "dataset" in done.stderr.lower():
+        pytest.skip(f"terngrad train has no data here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    dump = run / "dump-step2"
+    meta = json.loads((dump / "dump.json").read_text())
+    assert meta["seed"] == 77 and meta["step"] == 2 and meta["workers"] == 2
+    ternary = [t["ternary"] for t in meta["tensors"]]
+    assert True in ternary and False in ternary  # both paths (conv1's 20-element bias stays float32)
+    mp.spawn(_hook_on_dump_worker, args=(2, _run_name(), str(tmp_path), str(dump),
+                                         {"clip": clip, "packing": packing, "float_below": 1000}),
+             nprocs=2, join=True)
+    cpp = [[(dump / f"payload-w{w}-t{t}.bin").read_bytes() for t in range(len(ternary))] for w in range(2)]
+    for rank in range(2):
+        recs = torch.load(tmp_path / f"hook{rank}.pt")
+        assert [r["bucket"] for r in recs] == list(range(len(ternary)))
+        for t, r in enumerate(recs):
+            assert r["step"] == 2 and r["ternary"] == ternary[t]
+            assert r["payload"] == cpp[rank][t], f"rank {rank} tensor {t} ({meta['tensors'][t]['name']}): " \
+                f"the hook's payload differs from the C++ trainer's"
+            assert r["payloads"] == [cpp[0][t], cpp[1][t]]

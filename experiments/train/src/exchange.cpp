@@ -134,6 +134,7 @@ std::vector<std::vector<float>> GradientExchange::combine(const std::vector<std:
       throw std::runtime_error("worker " + std::to_string(w) + " sent " + std::to_string(buffers[w].size()) +
                                " bytes, expected " + std::to_string(expected) + " (mismatched model or options)");
   std::vector<std::vector<float>> out(layers_.size());
+  if (stats && stats->keep_buffers) stats->buffers = buffers;
   if (stats) {
     stats->layers.assign(layers_.size(), LayerStats{});
     stats->worker_losses.clear();

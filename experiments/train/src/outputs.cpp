@@ -95,6 +95,10 @@ void write_outputs(const std::string& dir, const TrainConfig& c, const TrainResu
   j["layers"] = ls;
   j["bytes_per_worker_step"] = {{"payload_all", all_payload}, {"float32_all", all_float},
                                 {"payload_ternary_layers", tern_payload}, {"float32_ternary_layers", tern_float}};
+  if (c.live_check.every > 0)
+    j["live_check"] = {{"every", c.live_check.every}, {"draws", c.live_check.draws}, {"alpha_total", c.live_check.alpha_total},
+                       {"layers", c.live_check.layers}, {"fail", c.live_check.fail}, {"checks", r.live_checks},
+                       {"failed", r.live_checks_failed}, {"seconds", r.live_check_s}};
   tg::write_file_atomic(dir + "/run.json", j.dump(2) + "\n");
 
   if (!c.save_weights) return;

@@ -21,6 +21,7 @@
 #include "tg/train/checkpoint_file.hpp"
 #include "tg/train/data.hpp"
 #include "tg/train/exchange.hpp"
+#include "tg/train/live_check.hpp"
 #include "tg/train/trainer.hpp"
 
 namespace tg::train {
@@ -352,7 +353,7 @@ TrainResult run_training(const TrainConfig& c) {
   xo.quantize_last = c.quantize_last;
   xo.last_layer_from = last_from;
   xo.seed = c.seed;
-  std::shared_ptr<const Codec> codec(make_optimized_codec(1));
+  std::shared_ptr<const Codec> codec = make_exchange_codec(c.fault_codec);
   GradientExchange exchange(layers, xo, codec);
 
   auto optimizer = make_optimizer(c, params);
@@ -377,6 +378,8 @@ TrainResult run_training(const TrainConfig& c) {
     transport = make_gloo_transport(ro);
   }
   const bool leader = !distributed || c.rank == 0;
+  LiveChecker live(c.live_check, exchange, xo, codec, total, leader ? c.out_dir : std::string(), start);
+  if (live.enabled() && leader) std::fprintf(stderr, "terngrad train: %s\n", live.plan().c_str());
 
   TrainResult r;
   r.data_description = data.description;
@@ -450,6 +453,7 @@ TrainResult run_training(const TrainConfig& c) {
     rec.compute_s = seconds_since(t0);
 
     StepStats st;
+    st.keep_buffers = step == c.dump_step;
     std::vector<std::vector<float>> avg;
     auto spans_of = [](const std::vector<std::vector<float>>& g) {
       std::vector<std::span<const float>> s;
@@ -462,6 +466,12 @@ TrainResult run_training(const TrainConfig& c) {
       std::vector<std::vector<std::span<const float>>> all;
       for (const auto& g : grads) all.push_back(spans_of(g));
       avg = exchange.simulate(all, losses, static_cast<std::uint32_t>(step), &st);
+    }
+    if (leader) live.after_exchange(step, spans_of(grads[0]), st);
+    if (st.keep_buffers && leader) {
+      std::vector<std::vector<std::span<const float>>> mine;
+      for (const auto& g : grads) mine.push_back(spans_of(g));
+      dump_exchange(c.out_dir + "/dump-step" + std::to_string(step), step, layers, xo, first, mine, st);
     }
     auto to = Clock::now();
     for (std::size_t t = 0; t < params.size(); ++t) {
@@ -527,6 +537,7 @@ TrainResult run_training(const TrainConfig& c) {
   r.final_weights = flat_weights(*model);
   if (distributed && !ranks_agree(*transport, hash_weights(r.final_weights)))
     throw std::runtime_error("rank " + std::to_string(c.rank) + ": the ranks' final weights differ (non-deterministic gradients?)");
+  r.live_checks = live.checks_run(), r.live_checks_failed = live.checks_failed(), r.live_check_s = live.seconds();
   r.wall_s = seconds_since(wall0);
   if (leader && !c.out_dir.empty()) write_outputs(c.out_dir, c, r);
   return r;

@@ -60,6 +60,8 @@ struct StepStats {
   double comm_s = 0.0;     // collectives (0 in the simulation)
   double decode_s = 0.0;   // aggregation and decoding
   std::vector<float> worker_losses;  // the loss each worker reported, in worker order
+  bool keep_buffers = false;  // set before the exchange: keep every worker's buffer in `buffers`
+  std::vector<std::vector<std::uint8_t>> buffers;  // [loss][payload of tensor 0][...], in worker order
   std::uint64_t payload_bytes() const;
   std::uint64_t float_bytes() const;
 };

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tg/train/live_check.hpp"
+
 namespace tg::train {
 
 struct TrainConfig {
@@ -57,6 +59,10 @@ struct TrainConfig {
   long fault_kill_at_step = -1;         // this rank kills itself with SIGKILL before this step
   long fault_hang_at_step = -1;         // this rank stops responding before this step
   int fault_rank = -1;
+  std::string fault_codec;              // a battery mutant as the exchange's codec (tests of the live check)
+  // live verification and inspection (live_check.hpp)
+  LiveCheckConfig live_check;           // --live-check EVERY: the battery's checks on the gradients sent
+  long dump_step = -1;                  // write this step's exchange to out_dir/dump-step<N> (payloads, gradients)
 };
 
 /// Totals of one layer over a run.
@@ -104,6 +110,8 @@ struct TrainResult {
   std::vector<float> final_weights;  // every parameter, flattened in model order
   std::vector<StepRecord> step_records;
   std::vector<LayerStepRecord> layer_records;
+  long live_checks = 0, live_checks_failed = 0;  // live checks run (and failed) by this process
+  double live_check_s = 0.0;                      // their time (outside the step timings)
 };
 
 /// Runs (or resumes) one training run. Throws std::exception with a clear message on bad options,
