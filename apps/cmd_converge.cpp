@@ -187,7 +187,7 @@ int run_converge(const ConvergeOptions& o) {
                 "loss gap", "var measured", "var identity", "diverged");
     for (const auto& c : curves) {
       double vm = 0, vi = 0;
-      for (std::size_t i = 0; i + 1 < c.t.size(); ++i) {
+      for (std::size_t i = 0; i < c.t.size(); ++i) {
         vm += c.var_measured[i];
         vi += c.var_identity[i];
       }
@@ -197,8 +197,8 @@ int run_converge(const ConvergeOptions& o) {
       char slope[32] = "-";
       if (!run.schedule.constant) std::snprintf(slope, sizeof slope, "%.3f", c.slope);
       std::printf("%-15s %13.4g %13s %8s %13.4g %13.4g %13.4g %6d/%d\n", c.method.c_str(), c.final_dist2, pred,
-                  slope, c.loss_gap.back(), vm / std::max<std::size_t>(1, c.t.size() - 1),
-                  vi / std::max<std::size_t>(1, c.t.size() - 1), c.diverged, c.seeds);
+                  slope, c.loss_gap.back(), vm / std::max<std::size_t>(1, c.t.size()),
+                  vi / std::max<std::size_t>(1, c.t.size()), c.diverged, c.seeds);
     }
     std::printf("(slope: of log E||w_t - w*||^2 on log t over the last half; var: per-step codec variance, mean "
                 "over recorded steps)\n");

@@ -58,15 +58,15 @@ def assumption3(folder, out):
         if c["method"] not in ("float", "tern", "qsgd"):
             continue
         col = COLORS.get(c["method"])
-        t = c["t"][:-1]
-        axes[0].loglog(t[1:], c["update_sq"][:-1][1:], color=col, label=f"E||update||^2, {c['method']}")
+        t = c["t"]
+        axes[0].loglog(t[1:], c["update_sq"][1:], color=col, label=f"E||update||^2, {c['method']}")
         if c["method"] == "tern":
-            axes[0].loglog(t[1:], c["assumption3"][:-1][1:], color="k", ls=":",
+            axes[0].loglog(t[1:], c["assumption3"][1:], color="k", ls=":",
                            label="mean_w ||g_w||_inf ||g_w||_1")
-            axes[0].loglog(t[1:], c["grad_sq"][:-1][1:], color="k", ls="--", label="mean_w ||g_w||_2^2")
+            axes[0].loglog(t[1:], c["grad_sq"][1:], color="k", ls="--", label="mean_w ||g_w||_2^2")
         if c["method"] != "float":
-            axes[1].loglog(t[1:], c["var_measured"][:-1][1:], color=col, label=f"{c['method']}: measured")
-            axes[1].loglog(t[1:], c["var_identity"][:-1][1:], color=col, ls="--", lw=2, alpha=0.6,
+            axes[1].loglog(t[1:], c["var_measured"][1:], color=col, label=f"{c['method']}: measured")
+            axes[1].loglog(t[1:], c["var_identity"][1:], color=col, ls="--", lw=2, alpha=0.6,
                            label=f"{c['method']}: identity")
     axes[0].set_title("Assumption 3's ||g_w||_inf ||g_w||_1 vs SGD's ||g_w||_2^2 (per worker),\n"
                       "and the second moment of the aggregated update", fontsize=10)
