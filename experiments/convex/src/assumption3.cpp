@@ -202,7 +202,7 @@ Assumption3Fit fit_assumption3(const std::vector<Trace>& all, int K, double alph
       if (!std::isfinite(r) || !std::isfinite(q)) continue;
       const double bound = A + B * r;
       ++out.held_steps;
-      out.held_steps_above += q > bound;
+      out.held_steps_above += q > bound * (1.0 + 1e-12);  // rounding of the fitted line is not an excess
       if (bound > 0) out.max_ratio = std::max(out.max_ratio, q / bound);
       for (int j = 0; j < Kused; ++j)
         if (r >= out.bins[j].r_lo && r < out.bins[j].r_hi) {
@@ -221,6 +221,7 @@ Assumption3Fit fit_assumption3(const std::vector<Trace>& all, int K, double alph
     bin.held_seeds = static_cast<int>(excess[j].size());
     if (bin.held_seeds < 3) continue;  // not tested (stated in the bin's held_seeds)
     bin.held_excess = mean(excess[j]);
+    if (std::fabs(bin.held_excess) <= 1e-12 * std::fabs(bin.bound)) bin.held_excess = 0.0;  // rounding
     bin.held_se = stderr_of(excess[j]);
     const double tc = t_quantile(1.0 - alpha / Kused, bin.held_seeds - 1);  // one-sided, Bonferroni
     out.t_test = std::max(out.t_test, tc);
