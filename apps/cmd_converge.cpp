@@ -1,7 +1,9 @@
 // terngrad-bench: `terngrad converge`: SGD with N simulated workers on a generated convex problem, float
 // vs TernGrad (through the codec) vs QSGD-style and SignSGD; writes curves (CSV + JSON) and, with
 // --checks, runs the statistical checks of the four convergence claims. `terngrad converge --help`.
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +17,7 @@
 
 #include "commands.hpp"
 #include "tg/atomic_file.hpp"
+#include "tg/convex/assumption3.hpp"
 #include "tg/convex/checks.hpp"
 #include "tg/convex/moments.hpp"
 #include "tg/convex/output.hpp"
@@ -34,6 +37,10 @@ struct ConvergeOptions {
   double noise = 1.0;
   double lambda = 1e-2;
   double spike = 0.0;
+  double tail_dof = 0.0;
+  double density = 1.0;
+  bool no_prediction = false;
+  bool assumption3 = false;
   std::uint64_t data_seed = 1;
   std::vector<std::string> methods{"float", "tern", "tern-clip", "tern-global", "qsgd", "sign"};
   double c = 2.5;
@@ -56,6 +63,12 @@ struct ConvergeOptions {
   bool quiet = false;
 };
 
+std::string num(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4g", x);
+  return b;
+}
+
 bool unbiased(const MethodSpec& m) {
   return m.scheme == Scheme::float32 || m.scheme == Scheme::qsgd ||
          (m.scheme == Scheme::terngrad && m.params.clip == ClipMode::none);
@@ -73,6 +86,8 @@ int run_converge(const ConvergeOptions& o) {
   ps.noise = o.noise;
   ps.lambda = o.lambda;
   ps.spike = o.spike;
+  ps.tail_dof = o.tail_dof;
+  ps.density = o.density;
   ps.seed = o.data_seed;
   RunSpec run;
   run.workers = o.workers;
@@ -80,7 +95,7 @@ int run_converge(const ConvergeOptions& o) {
   run.steps = o.steps;
   run.schedule = Schedule{o.schedule == "const", o.gamma0, o.t0, o.gamma};
   run.start_at_optimum = o.start_at_optimum;
-  run.keep_noise = ps.kind != ProblemKind::logistic;
+  run.keep_noise = ps.kind != ProblemKind::logistic && !o.no_prediction;
   run.average_from = o.steps / 4;  // Polyak average over the last three quarters
   validate(run);
   std::vector<MethodSpec> methods;
@@ -98,6 +113,19 @@ int run_converge(const ConvergeOptions& o) {
   const bool tty = !o.quiet && ::isatty(::fileno(stderr));
   std::vector<Curves> curves;
   nlohmann::json polyak = nlohmann::json::array();
+  // Assumption 3 as a bound: exact constants where they are known (least squares, one block, batch 1), and
+  // per method the constants fitted on half of the seeds and tested on the other half.
+  nlohmann::json a3 = nlohmann::json::object();
+  std::vector<std::string> a3_lines;
+  std::optional<Assumption3Exact> a3_exact;
+  if (o.assumption3) {
+    if (o.seeds < 4) throw std::invalid_argument("--assumption3 needs --seeds >= 4 (half fit, half held out)");
+    if (ps.kind == ProblemKind::least_squares && o.batch == 1) {
+      a3_exact = assumption3_exact(static_cast<const LeastSquares&>(*problem));
+      a3["exact"] = to_json(*a3_exact);
+    }
+    a3["methods"] = nlohmann::json::array();
+  }
   for (std::size_t m = 0; m < methods.size(); ++m) {
     auto progress = [&](int done) {
       if (tty)
@@ -106,7 +134,7 @@ int run_converge(const ConvergeOptions& o) {
     };
     auto traces = run_seeds(*problem, methods[m], run, o.seed, o.seeds, progress);
     std::vector<double> predicted;
-    if (ps.kind != ProblemKind::logistic && unbiased(methods[m])) {
+    if (run.keep_noise && unbiased(methods[m])) {
       Eigen::MatrixXd mean_noise = Eigen::MatrixXd::Zero(run.steps, problem->dim());
       for (const auto& tr : traces) mean_noise += tr.noise_var / static_cast<double>(traces.size());
       predicted = predict_curve(static_cast<const LeastSquares&>(*problem), run, mean_noise);
@@ -128,8 +156,69 @@ int run_converge(const ConvergeOptions& o) {
       pj["predicted_shift"] = delta.norm();
       pj["fixed_point_exact"] = fp.exact;
       if (delta.squaredNorm() > 0 && finite) pj["q"] = (avg - problem->w_star()).dot(delta) / delta.squaredNorm();
+      // Outside Theorem 1: clipping biases the estimator, E[g~](w*) = E[clamp(g)](w*) != 0, so no step schedule
+      // takes w_t to w*; the iterates go to w_c and E||w_t - w*||^2 -> ||w_c - w*||^2 (the predicted stall)
+      // as the variance around w_c decays. Checked on the final iterates: q_T = <w_T - w*, w_c - w*> /
+      // ||w_c - w*||^2 per seed, two-sided t-test of E q_T = 1 at --alpha.
+      const double stall = delta.squaredNorm();
+      pj["bias_at_optimum"] = fp.bias_at_optimum.norm();
+      pj["linear_shift"] = fp.linear_shift.norm();
+      pj["predicted_stall"] = stall;
+      std::vector<double> qT;
+      double to_wc = 0;
+      Eigen::VectorXd mean_T = Eigen::VectorXd::Zero(problem->dim());
+      for (const auto& tr : traces) {
+        if (tr.diverged) continue;
+        qT.push_back((tr.w_final - problem->w_star()).dot(delta) / stall);
+        to_wc += (tr.w_final - fp.w).squaredNorm() / finite;
+        mean_T += tr.w_final / static_cast<double>(finite);
+      }
+      if (stall > 0 && qT.size() >= 2) {
+        TTest tt = t_test(qT, 1.0, o.alpha);
+        const double t_beta = t_quantile(1.0 - o.beta, tt.n - 1);
+        pj["final"] = {{"step", o.steps}, {"q_mean", tt.mean}, {"q_se", tt.se}, {"t", tt.t}, {"t_crit", tt.t_crit},
+                       {"alpha", o.alpha}, {"consistent", !tt.reject && std::isfinite(tt.mean)},
+                       {"powered", tt.se > 0 && 1.0 / tt.se >= tt.t_crit + t_beta},
+                       {"bias2", (mean_T - problem->w_star()).squaredNorm()}, {"dist2_to_wc", to_wc}};
+      }
     }
     polyak.push_back(pj);
+    if (o.assumption3) {
+      Assumption3Fit fit = fit_assumption3(traces, 8, o.alpha, o.beta);
+      nlohmann::json fj = to_json(fit);
+      fj["method"] = methods[m].name;
+      char line[512];
+      std::snprintf(line, sizeof line,
+                    "  %-15s fitted E||g||_inf||g||_1 <= %.4g + %.4g ||w - w*||^2 (SGD's E||g||_2^2 <= %.4g + %.4g r); "
+                    "held out: %s in %zu bins (false-refute <= %.1e, detects an excess of %.3g of the bound w.p. "
+                    "%.4g); %ld of %ld single steps above it, max ratio %.3g",
+                    methods[m].name.c_str(), fit.A, fit.B, fit.sgd_A, fit.sgd_B, fit.holds ? "holds" : "REFUTED",
+                    fit.bins.size(), o.alpha, fit.max_detectable_rel, 1.0 - o.beta, fit.held_steps_above,
+                    fit.held_steps, fit.max_ratio);
+      a3_lines.push_back(line);
+      if (a3_exact) {
+        const double vr = a3_exact->violation_r(fit.A, fit.B);
+        const double a_needed = a3_exact->a_for(fit.B);
+        fj["global_holds"] = std::isfinite(a_needed) && fit.A >= a_needed;
+        fj["violation_r"] = std::isfinite(vr) ? nlohmann::json(vr) : nlohmann::json(nullptr);
+        double r_max = 0;
+        for (const auto& tr : traces)
+          for (double r : tr.dist2)
+            if (std::isfinite(r)) r_max = std::max(r_max, r);
+        fj["visited_r_max"] = r_max;
+        std::snprintf(line, sizeof line,
+                      "  %-15s exact: B >= lambda_max(M) = %.4g needed everywhere (fitted B = %.4g): %s",
+                      "", a3_exact->b_min, fit.B,
+                      fit.B > a3_exact->b_min && fit.A >= a_needed
+                          ? "the fitted bound holds on the whole space"
+                          : (std::isfinite(vr) ? ("fails at ||w - w*||^2 = " + num(vr) +
+                                                  " along the top eigenvector of M (the iterates visited r <= " +
+                                                  num(r_max) + ")").c_str()
+                                               : "fails off the top eigenvector of M"));
+        a3_lines.push_back(line);
+      }
+      a3["methods"].push_back(fj);
+    }
     std::vector<double> scales;
     for (const auto& b : problem->blocks()) scales.push_back(b.scale);
     curves.push_back(summarize(methods[m].name, traces, o.every, predicted, scales));
@@ -153,7 +242,8 @@ int run_converge(const ConvergeOptions& o) {
 
   nlohmann::json config = {{"problem", o.problem}, {"dim", o.dim}, {"samples", o.samples}, {"kappa", o.kappa},
                            {"blocks", o.blocks}, {"scale_ratio", o.scale_ratio}, {"noise", o.noise},
-                           {"lambda", o.lambda}, {"spike", o.spike}, {"data_seed", o.data_seed},
+                           {"lambda", o.lambda}, {"spike", o.spike}, {"tail_dof", o.tail_dof},
+                           {"density", o.density}, {"data_seed", o.data_seed},
                            {"methods", o.methods}, {"c", o.c}, {"workers", o.workers}, {"batch", o.batch},
                            {"steps", o.steps}, {"seeds", o.seeds}, {"seed", o.seed},
                            {"schedule", run.schedule.describe()}, {"start_at_optimum", o.start_at_optimum},
@@ -162,6 +252,7 @@ int run_converge(const ConvergeOptions& o) {
                             {"hessian_eigenvalues", {problem->hessian_eigenvalues().minCoeff(),
                                                      problem->hessian_eigenvalues().maxCoeff()}},
                             {"curves", curves_json(curves)}, {"polyak", polyak}, {"seconds", secs}};
+  if (o.assumption3) summary["assumption3"] = a3;
   if (o.checks) {
     nlohmann::json cj = nlohmann::json::array();
     for (const auto& c : checks) cj.push_back(c.json);
@@ -187,7 +278,7 @@ int run_converge(const ConvergeOptions& o) {
                 "loss gap", "var measured", "var identity", "diverged");
     for (const auto& c : curves) {
       double vm = 0, vi = 0;
-      for (std::size_t i = 0; i + 1 < c.t.size(); ++i) {
+      for (std::size_t i = 0; i < c.t.size(); ++i) {
         vm += c.var_measured[i];
         vi += c.var_identity[i];
       }
@@ -197,8 +288,8 @@ int run_converge(const ConvergeOptions& o) {
       char slope[32] = "-";
       if (!run.schedule.constant) std::snprintf(slope, sizeof slope, "%.3f", c.slope);
       std::printf("%-15s %13.4g %13s %8s %13.4g %13.4g %13.4g %6d/%d\n", c.method.c_str(), c.final_dist2, pred,
-                  slope, c.loss_gap.back(), vm / std::max<std::size_t>(1, c.t.size() - 1),
-                  vi / std::max<std::size_t>(1, c.t.size() - 1), c.diverged, c.seeds);
+                  slope, c.loss_gap.back(), vm / std::max<std::size_t>(1, c.t.size()),
+                  vi / std::max<std::size_t>(1, c.t.size()), c.diverged, c.seeds);
     }
     std::printf("(slope: of log E||w_t - w*||^2 on log t over the last half; var: per-step codec variance, mean "
                 "over recorded steps)\n");
@@ -213,6 +304,33 @@ int run_converge(const ConvergeOptions& o) {
       if (pj.contains("predicted_shift")) std::printf("   predicted %.4g", pj["predicted_shift"].get<double>());
       if (pj.contains("q")) std::printf("   projection on w_c - w*: %.3f of the predicted shift", pj["q"].get<double>());
       std::printf("\n");
+      if (pj.contains("bias_at_optimum")) {
+        std::printf("  %-15s biased: ||E[g~](w*)|| = %.4g (Theorem 1 needs 0), so E||w_t - w*||^2 stalls at "
+                    "||w_c - w*||^2 = %.4g (first order ||H^-1 E[g~](w*)||^2 = %.4g)\n",
+                    "", pj["bias_at_optimum"].get<double>(), pj["predicted_stall"].get<double>(),
+                    std::pow(pj["linear_shift"].get<double>(), 2));
+      }
+      if (pj.contains("final")) {
+        const auto& f = pj["final"];
+        std::printf("  %-15s final iterates (T = %d): ||mean w_T - w*||^2 = %.4g (predicted %.4g), E||w_T - w_c||^2 = "
+                    "%.4g, q_T = %.4f +- %.4f, t-test of E q_T = 1: t = %.3f, |t| <= %.3f: %s%s\n",
+                    "", o.steps, f["bias2"].get<double>(), pj["predicted_stall"].get<double>(),
+                    f["dist2_to_wc"].get<double>(), f["q_mean"].get<double>(), f["q_se"].get<double>(),
+                    f["t"].get<double>(), f["t_crit"].get<double>(),
+                    f["consistent"].get<bool>() ? "consistent" : "REJECTED",
+                    f["powered"].get<bool>() ? "" : " (underpowered: cannot tell q_T = 1 from 0)");
+      }
+    }
+    if (o.assumption3) {
+      std::printf("Assumption 3, E||g||_inf ||g||_1 <= A + B ||w - w*||^2 (per worker g): fitted on seeds 1..%d as the "
+                  "smallest line over per-bin upper %.0e-confidence bounds, tested on the other seeds\n",
+                  o.seeds / 2, o.alpha);
+      if (a3_exact)
+        std::printf("  exact (batch 1): E||g||_inf||g||_1 is a quadratic in w - w*; the smallest B is lambda_max(M) = "
+                    "%.4g, SGD's (E||g||_2^2) is %.4g: %.3gx; at w*: %.4g vs %.4g\n",
+                    a3_exact->b_min, a3_exact->sgd_b_min, a3_exact->b_min / a3_exact->sgd_b_min, a3_exact->c,
+                    a3_exact->sgd_c);
+      for (const auto& l : a3_lines) std::printf("%s\n", l.c_str());
     }
     for (const auto& c : checks)
       for (const auto& l : c.lines) std::printf("%s\n", l.c_str());
@@ -257,6 +375,17 @@ static Command converge_command() {
     s->add_option("--spike", o->spike,
                   "Least squares: every 10th point becomes spike * e_0 with label noise +3*noise (clipping then "
                   "biases the fixed point; 0: off)")->check(CLI::Range(-1e3, 1e3))->capture_default_str();
+    s->add_option("--tail-dof", o->tail_dof,
+                  "Features Student-t with this many degrees of freedom (heavy-tailed gradients; unit variance when "
+                  "> 2); 0: Gaussian")->check(CLI::Range(0.0, 1e6))->capture_default_str();
+    s->add_option("--density", o->density, "Fraction of nonzero features (sparse gradients; scaled to keep the variance)")
+        ->check(CLI::Range(1e-6, 1.0))->capture_default_str();
+    s->add_flag("--no-prediction", o->no_prediction,
+                "Skip the exact prediction of least squares (it costs O(steps * data-size * dim^2); for large --dim)");
+    s->add_flag("--assumption3", o->assumption3,
+                "Test Assumption 3 as a bound: fit A, B of E||g||_inf||g||_1 <= A + B||w - w*||^2 on half of the seeds "
+                "(upper confidence bounds per distance bin at --alpha), test it on the other half; exact constants "
+                "for least squares with --batch 1");
     s->add_option("--data-seed", o->data_seed, "Seed of the generated data")->capture_default_str();
     s->add_option("--methods", o->methods,
                   "Comma-separated: float, tern (layer-wise shared scalar), tern-clip, tern-saturate, tern-global "
@@ -280,7 +409,7 @@ static Command converge_command() {
     s->add_flag("--checks", o->checks,
                 "Also run the statistical checks of the four claims at their standard sizes (about 15 s): exit 1 "
                 "if one fails");
-    s->add_option("--alpha", o->alpha, "--checks: false-fail probability per decision")->check(CLI::Range(1e-12, 0.5))->capture_default_str();
+    s->add_option("--alpha", o->alpha, "False-fail probability per decision: --checks, and the clipped methods' final-iterate test of the predicted stall (least squares)")->check(CLI::Range(1e-12, 0.5))->capture_default_str();
     s->add_option("--beta", o->beta, "--checks: 1 - power at which detectable effects are stated")->check(CLI::Range(1e-12, 0.5))->capture_default_str();
     s->add_option("--json", o->json, "Also write the summary JSON to FILE ('-': on stdout, instead of the table)");
     s->add_flag("--no-progress", o->quiet, "No progress line on stderr");

@@ -232,8 +232,14 @@ FixedPoint clip_fixed_point(const LeastSquares& problem, const MethodSpec& metho
   Eigen::VectorXd w = problem.w_star();
   int it = 0;
   double last_step = INFINITY;
+  Eigen::VectorXd bias, linear_shift;
   for (; it < 200; ++it) {
-    Eigen::VectorXd step = Hinv.solve(field(w));
+    Eigen::VectorXd f = field(w);
+    Eigen::VectorXd step = Hinv.solve(f);
+    if (it == 0) {  // w = w*: the estimator's bias at the optimum and the first-order shift it causes
+      bias = f;
+      linear_shift = -step;
+    }
     w -= step;
     last_step = step.norm();
     if (last_step <= 1e-9 * (1.0 + w.norm())) break;
@@ -244,6 +250,8 @@ FixedPoint clip_fixed_point(const LeastSquares& problem, const MethodSpec& metho
   fp.last_step = last_step;
   fp.exact = exact;
   fp.draws = draws;
+  fp.bias_at_optimum = bias;
+  fp.linear_shift = linear_shift;
   Eigen::VectorXd delta = w - problem.w_star();
   if (!exact && delta.squaredNorm() > 0) {
     field(w);  // per-draw values at w_c for the Monte-Carlo error

@@ -35,6 +35,9 @@ void validate(const ProblemSpec& s) {
   if (!std::isfinite(s.noise) || s.noise < 0.0 || s.noise > 1e6) bad("noise must be in [0, 1e6]");
   if (!std::isfinite(s.feature_mean) || std::fabs(s.feature_mean) > 1e3) bad("feature-mean must be in [-1e3, 1e3]");
   if (!std::isfinite(s.spike) || std::fabs(s.spike) > 1e3) bad("spike must be in [-1e3, 1e3]");
+  if (!std::isfinite(s.tail_dof) || s.tail_dof < 0.0 || (s.tail_dof > 0.0 && s.tail_dof < 1.0) || s.tail_dof > 1e6)
+    bad("tail-dof must be 0 (Gaussian) or in [1, 1e6]");
+  if (!std::isfinite(s.density) || s.density <= 0.0 || s.density > 1.0) bad("density must be in (0, 1]");
   if (!std::isfinite(s.lambda) || s.lambda <= 0.0 || s.lambda > 1e6) bad("lambda must be in (0, 1e6]");
 }
 
@@ -44,9 +47,23 @@ namespace {
 Eigen::MatrixXd make_features(const ProblemSpec& s, std::mt19937_64& rng) {
   std::normal_distribution<double> normal(0.0, 1.0);
   Eigen::MatrixXd X(s.samples, s.dim);
-  for (int j = 0; j < s.dim; ++j) {
-    double c = s.dim > 1 ? std::pow(s.kappa, -0.5 * j / (s.dim - 1)) : 1.0;
-    for (int i = 0; i < s.samples; ++i) X(i, j) = c * normal(rng) + s.feature_mean;
+  if (s.tail_dof == 0.0 && s.density == 1.0) {  // the original stream: same data for the same seed as before
+    for (int j = 0; j < s.dim; ++j) {
+      double c = s.dim > 1 ? std::pow(s.kappa, -0.5 * j / (s.dim - 1)) : 1.0;
+      for (int i = 0; i < s.samples; ++i) X(i, j) = c * normal(rng) + s.feature_mean;
+    }
+  } else {
+    std::student_t_distribution<double> student(s.tail_dof > 0.0 ? s.tail_dof : 1.0);
+    std::uniform_real_distribution<double> unif(0.0, 1.0);
+    const double unit = s.tail_dof > 2.0 ? std::sqrt((s.tail_dof - 2.0) / s.tail_dof) : 1.0;
+    for (int j = 0; j < s.dim; ++j) {
+      double c = s.dim > 1 ? std::pow(s.kappa, -0.5 * j / (s.dim - 1)) : 1.0;
+      for (int i = 0; i < s.samples; ++i) {
+        double z = s.tail_dof > 0.0 ? unit * student(rng) : normal(rng);
+        bool keep = s.density == 1.0 || unif(rng) < s.density;
+        X(i, j) = (keep ? c * z / std::sqrt(s.density) : 0.0) + s.feature_mean;
+      }
+    }
   }
   if (s.spike != 0.0)
     for (int i = 0; i < s.samples; i += 10) {

@@ -57,7 +57,10 @@ Trace run_sgd(const Problem& problem, const MethodSpec& method, const RunSpec& r
   };
   record(0);
   const std::uint64_t n = static_cast<std::uint64_t>(problem.samples());
-  for (int t = 0; t < T; ++t) {
+  // Steps t = 0..T-1 move w; at t = T the workers' gradients and the codec step at the final iterate are
+  // computed and recorded but not applied, so every per-step quantity exists at every recorded t
+  // (curves.csv's last row, t = T, included).
+  for (int t = 0; t <= T; ++t) {
     for (int wk = 0; wk < N; ++wk) {
       // Minibatch indices, uniform with replacement: (u * n) >> 32 of Philox words on a tensor id
       // no codec stream uses (bias of each index below n / 2^32).
@@ -74,6 +77,7 @@ Trace run_sgd(const Problem& problem, const MethodSpec& method, const RunSpec& r
     tr.grad_sq.push_back(stats.grad_sq);
     tr.var_measured.push_back((update - stats.target).squaredNorm());
     tr.var_identity.push_back(stats.noise_var.sum());
+    if (t == T) break;
     if (run.keep_noise) tr.noise_var.row(t) = stats.noise_var.transpose();
     w -= run.schedule.at(t) * update;
     double nrm = w.squaredNorm();

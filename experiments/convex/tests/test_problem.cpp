@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "tg/convex/checks.hpp"
 #include "tg/convex/methods.hpp"
 #include "tg/convex/moments.hpp"
 #include "tg/convex/problem.hpp"
@@ -172,4 +173,45 @@ TEST(ConvexMoments, AdjointEqualsForwardOverManySteps) {
   double fwd = 0;
   for (int t = 10; t <= 30; ++t) fwd += curve[t] / 21.0;
   EXPECT_NEAR(pred.value(D), fwd, 1e-12 * fwd);
+}
+
+// The estimator's bias at the optimum, E[g~](w*), which puts clipped TernGrad outside Theorem 1: computed
+// here independently (double precision, population sigma with the mean subtracted, a plain loop over the
+// 400 points of batch 1) and compared with what clip_fixed_point reports; without clipping it is 0.
+TEST(ConvexClip, BiasAtTheOptimumIsTheMeanOfTheClampedGradients) {
+  ClipSpec spec = standard_clip_spec();  // d = 20, n = 400, every 10th point a spike 3 e_0
+  LeastSquares p(spec.problem);
+  const int d = p.dim(), n = p.samples();
+  Eigen::VectorXd expect = Eigen::VectorXd::Zero(d), g(d);
+  double grad_scale = 0;
+  for (int i = 0; i < n; ++i) {
+    int idx[1] = {i};
+    p.batch_gradient(p.w_star(), idx, g);
+    grad_scale += g.squaredNorm() / n;
+    const double mean = g.mean();
+    const double sigma = std::sqrt((g.array() - mean).square().mean());
+    expect += g.cwiseMax(-2.5 * sigma).cwiseMin(2.5 * sigma) / n;
+  }
+  grad_scale = std::sqrt(grad_scale);
+  FixedPoint clipped = clip_fixed_point(p, parse_method("tern-clip"), 1, 2, 1);
+  FixedPoint plain = clip_fixed_point(p, parse_method("tern"), 1, 2, 1);
+  ASSERT_EQ(clipped.bias_at_optimum.size(), d);
+  EXPECT_GT(expect.norm(), 0.05 * grad_scale);  // the spikes make the clipped mean visibly nonzero
+  EXPECT_LT((clipped.bias_at_optimum - expect).norm(), 1e-5 * grad_scale);
+  EXPECT_LT(plain.bias_at_optimum.norm(), 1e-6 * grad_scale);  // float rounding of g only
+  EXPECT_LT((plain.w - p.w_star()).norm(), 1e-5);
+  // First order: w_c - w* ~ -H^{-1} E[g~](w*).
+  Eigen::VectorXd lin = -p.H().ldlt().solve(expect);
+  EXPECT_LT((clipped.linear_shift - lin).norm(), 1e-4 * lin.norm());
+  // The exact w_c zeroes the mean clamped gradient (the same independent loop, at w_c).
+  Eigen::VectorXd at_wc = Eigen::VectorXd::Zero(d);
+  for (int i = 0; i < n; ++i) {
+    int idx[1] = {i};
+    p.batch_gradient(clipped.w, idx, g);
+    const double mean = g.mean();
+    const double sigma = std::sqrt((g.array() - mean).square().mean());
+    at_wc += g.cwiseMax(-2.5 * sigma).cwiseMin(2.5 * sigma) / n;
+  }
+  EXPECT_LT(at_wc.norm(), 1e-5 * grad_scale);
+  EXPECT_GT((clipped.w - p.w_star()).norm(), 0.5 * lin.norm());
 }

@@ -103,6 +103,8 @@ struct FixedPoint {
   bool exact = true;
   int draws = 0;
   double mc_se = 0;
+  Eigen::VectorXd bias_at_optimum;  // E[clamp(g)](w*) = E[g~](w*): 0 for an unbiased method, != 0 with clipping
+  Eigen::VectorXd linear_shift;     // -H^{-1} E[clamp(g)](w*): the first Newton step, w_c - w* to first order
 };
 FixedPoint clip_fixed_point(const LeastSquares& problem, const MethodSpec& method, int batch, int draws,
                             std::uint64_t seed);

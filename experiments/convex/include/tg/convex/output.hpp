@@ -28,7 +28,8 @@ struct Curves {
   int seeds = 0, diverged = 0;
 };
 
-/// Means over seeds at t = 0, every, 2*every, ..., steps (per-step quantities at t < steps).
+/// Means over seeds at t = 0, every, 2*every, ..., steps (the per-step quantities too: run_sgd records them
+/// at t = steps, at the final iterate).
 /// block_scales: one per block (block curves are divided by scale^2); empty: 1.
 Curves summarize(const std::string& method, const std::vector<Trace>& traces, int every,
                  const std::vector<double>& predicted = {}, const std::vector<double>& block_scales = {});

@@ -31,6 +31,10 @@ struct ProblemSpec {
   double feature_mean = 0.0; // added to every feature
   double spike = 0.0;        // != 0: every 10th point is spike * e_0 with label noise +3 * noise: its gradient is
                              // one large coordinate that clipping cuts, the others are not cut (clipping biases)
+  double tail_dof = 0.0;     // > 0: features Student-t with this many degrees of freedom (heavy tails; scaled to
+                             // unit variance when > 2), instead of Gaussian. 0: Gaussian
+  double density = 1.0;      // fraction of nonzero features: each is kept with this probability (times
+                             // 1/sqrt(density), same variance): sparse gradients. 1: dense
   double lambda = 1e-2;      // logistic: L2 regularization
   std::uint64_t seed = 1;    // data seed
 };

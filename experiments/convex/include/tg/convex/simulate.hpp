@@ -43,7 +43,8 @@ struct Trace {
   std::vector<double> dist2;         // ||w_t - w*||^2, t = 0..steps
   Eigen::MatrixXd block_dist2;       // (steps+1) x blocks
   std::vector<double> loss_gap;      // C(w_t) - C(w*), t = 0..steps
-  std::vector<double> update_sq;     // ||update_t||^2, t = 0..steps-1
+  std::vector<double> update_sq;     // ||update_t||^2, t = 0..steps (per-step values: the one at t = steps is
+                                     // the gradients and codec step at w_T, recorded but not applied)
   std::vector<double> assumption3;   // mean_w ||g_w||_inf ||g_w||_1
   std::vector<double> grad_sq;       // mean_w ||g_w||_2^2
   std::vector<double> var_measured;  // ||update_t - E[update_t | g_1..g_N]||^2
