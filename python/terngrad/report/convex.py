@@ -205,6 +205,7 @@ def assumption3_bound(folder, out):
                     label=f"exact: F(w*) + lambda_max(M) r, B_min = {ex['b_min']:.3g}")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())  # minor labels collide when the axis spans < 2 decades
         c = s["config"]
         kind = ("heavy-tailed (Student-t, %g dof)" % c["tail_dof"]) if c.get("tail_dof") else "Gaussian"
         if c.get("density", 1) < 1:
