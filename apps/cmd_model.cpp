@@ -247,8 +247,10 @@ static std::vector<Command> model_commands() {
     add(sub->add_option("--run-json", o->run_json, "Tensor sizes from a measured run's run.json (`terngrad train --out`) instead of --net")
             ->check(tg::app::regular_file(64 << 20)));
     add(sub->add_option("--batch", o->batch, "Images per worker per step")->check(CLI::Range(1, 1 << 24)));
-    add(sub->add_option("--compute-s", o->compute_s, "Compute time per step on one worker, seconds (forward + backward + optimizer)")
-            ->check(CLI::Range(0.0, 1e6)));
+    add(sub->add_option("--compute-s", o->compute_s, "Compute time per step on one worker, seconds (forward + backward + optimizer);\n"
+                        "this or --compute-from is required without --preset")
+            ->check(CLI::Range(0.0, 1e6))
+            ->default_str("none"));
     add(sub->add_option("--compute-from", o->compute_from, "Compute time per step from a measured run's steps.csv: median of compute_s + optimizer_s")
             ->check(tg::app::regular_file(1u << 30)));
     add(sub->add_option("--warmup", o->warmup, "Steps of --compute-from left out at the start")->check(CLI::Range(0, 1 << 30)));
