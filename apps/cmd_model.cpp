@@ -219,9 +219,13 @@ int run_model(ModelOptions o, const std::vector<const CLI::Option*>& preset_conf
                         {"rows", rows}});
   }
   // Outputs after every prediction succeeded, each written whole (temp + rename).
-  if (!o.json.empty()) tg::write_output(o.json, nlohmann::json{{"configs", jconfigs}}.dump(1) + "\n");
-  if (!o.csv.empty()) tg::write_output(o.csv, csv.str());
-  if (!o.quiet) std::fputs(text.c_str(), stdout);
+  if (o.json == "-" && o.csv == "-") throw std::invalid_argument("--json - and --csv - cannot both go to stdout");
+  std::string json_text = nlohmann::json{{"configs", jconfigs}}.dump(1) + "\n";
+  if (!o.json.empty() && o.json != "-") tg::write_output(o.json, json_text);
+  if (!o.csv.empty() && o.csv != "-") tg::write_output(o.csv, csv.str());
+  if (o.json == "-") std::fputs(json_text.c_str(), stdout);         // instead of the table
+  else if (o.csv == "-") std::fputs(csv.str().c_str(), stdout);
+  else if (!o.quiet) std::fputs(text.c_str(), stdout);
   return 0;
 }
 
@@ -272,8 +276,8 @@ static std::vector<Command> model_commands() {
     add(sub->add_option("--ps-downlink", o->ps_downlink, "TernGrad over a parameter server: what workers pull")
             ->check(CLI::IsMember({"ternary", "float"})));
     sub->add_option("--workers", o->workers, "Worker counts (default 1,2,4,...,512)")->delimiter(',');
-    sub->add_option("--json", o->json, "Also write every prediction with its inputs as JSON to FILE");
-    sub->add_option("--csv", o->csv, "Also write one row per scheme and worker count as CSV to FILE");
+    sub->add_option("--json", o->json, "Also write every prediction with its inputs as JSON to FILE ('-': on stdout, instead of the table)");
+    sub->add_option("--csv", o->csv, "Also write one row per scheme and worker count as CSV to FILE ('-': on stdout, instead of the table)");
     sub->add_flag("--quiet", o->quiet, "No table on stdout");
     return sub;
   };
