@@ -3,7 +3,7 @@
 # loopback) under emulated bandwidths: every rank of a run sits in one network namespace whose loopback
 # is shaped by one tc tbf qdisc, so all ranks share one link (the model's `--topology shared`).
 # Needs root (ip netns, tc). Writes reports/model/{validation.csv,validation.json,validation.md,
-# paper.csv,paper.json,*.png}; the raw runs go to reports/model/runs/ (not in git).
+# paper.csv,paper.json,*.png}; the raw runs go to reports/model/.runs/ (not in git).
 #   sudo build/venv/bin/python scripts/model_validate.py --terngrad build/default/apps/terngrad
 #   build/venv/bin/python scripts/model_validate.py --terngrad build/default/apps/terngrad --report-only
 import argparse
@@ -94,7 +94,7 @@ def train_args(args, codec, out):
 def measure(args, out_dir):
     if os.geteuid() != 0:
         fail("the measured runs need root (ip netns, tc); run with sudo, or --report-only")
-    runs = os.path.join(out_dir, "runs")
+    runs = os.path.join(out_dir, ".runs")  # hidden: `terngrad report` would list its runs as training results
     os.makedirs(runs, exist_ok=True)
     log = os.path.join(runs, "commands.log")
     meta = {"cpus": os.cpu_count(), "rates_mbit": args.mbits, "ranks": args.ranks, "steps": args.steps,
@@ -126,6 +126,13 @@ def measure(args, out_dir):
     finally:
         for ns in created:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    # codec rates measured once, in-process, right after the runs, and kept with them: every prediction
+    # (and a later --report-only) uses these
+    tmp = os.path.join(runs, "model-tmp")
+    os.makedirs(tmp, exist_ok=True)
+    meta["codec_rates"] = predict(args, tmp, ["--net", "lenet", "--compute-s", "0", "--workers", "1",
+                                              "--codec-rates", "measure"])["codec_rates_elements_per_s"]
+    meta["codec_rates"]["load"] = os.getloadavg()[0]
     json.dump(meta, open(os.path.join(runs, "meta.json"), "w"), indent=1)
 
 
@@ -138,13 +145,11 @@ def predict(args, tmp, extra):
 
 
 def report(args, out_dir):
-    runs = os.path.join(out_dir, "runs")
+    runs = os.path.join(out_dir, ".runs")  # hidden: `terngrad report` would list its runs as training results
     meta = json.load(open(os.path.join(runs, "meta.json")))
     tmp = os.path.join(runs, "model-tmp")
     os.makedirs(tmp, exist_ok=True)
-    # codec rates measured once, in-process, and used for every prediction
-    rates = predict(args, tmp, ["--net", "lenet", "--compute-s", "0", "--workers", "1", "--codec-rates", "measure"])
-    r = rates["codec_rates_elements_per_s"]
+    r = meta["codec_rates"]
     rate_arg = f"{r['ternary_encode']:.6g},{r['ternary_aggregate']:.6g},{r['float_encode']:.6g},{r['float_decode']:.6g}"
     rows = []
     for n in meta["ranks"]:
