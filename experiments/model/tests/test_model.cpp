@@ -164,6 +164,10 @@ TEST(ModelPaperPreset, SpeedupGrowsOnEthernetSmallOnInfiniband) {
       }
     }
     at512[c.label] = speedup(c.inputs, 512);
+    if (c.network == "1GbE") {  // grows: more at 8 GPUs (2 nodes) than at 4 (one node), more at 4 than at 1
+      EXPECT_GT(speedup(c.inputs, 8), 1.5 * speedup(c.inputs, 4)) << c.label;
+      EXPECT_GT(speedup(c.inputs, 4), speedup(c.inputs, 1)) << c.label;
+    }
   }
   for (const char* n : {"alexnet", "googlenet", "vgga"}) {
     std::string gbe = std::string(n) + ", 1GbE", ib = std::string(n) + ", InfiniBand";
