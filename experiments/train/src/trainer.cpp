@@ -1,5 +1,6 @@
-// terngrad-bench: the training loop (LibTorch): data, model, per-worker gradients, the TernGrad
-// exchange (simulated workers or c10d/Gloo ranks), optimizer, evaluation, checkpoints, outputs.
+// terngrad-bench: the training loop (LibTorch): data, model, per-worker gradients, the gradient
+// exchange (float, TernGrad, QSGD, EF-SignSGD; simulated workers or c10d/Gloo ranks), optimizer,
+// evaluation, checkpoints, outputs.
 // Entry point: tg::train::run_training (trainer.hpp); `terngrad train --help` lists the options.
 #include <torch/torch.h>
 
@@ -188,16 +189,26 @@ double learning_rate(const TrainConfig& c, long step) {
   throw std::invalid_argument("lr policy '" + c.lr_policy + "' is not one of: fixed, inv, step");
 }
 
+// Weight decay in the optimizer only with --weight-decay-in update; in the loss otherwise (decay_in_loss).
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<torch::Tensor> params) {
+  const double wd = c.weight_decay_in == "update" ? c.weight_decay : 0.0;
   if (c.optimizer == "sgd" || c.optimizer == "momentum") {
-    auto o = torch::optim::SGDOptions(c.lr).weight_decay(c.weight_decay).momentum(c.optimizer == "sgd" ? 0.0 : c.momentum);
+    auto o = torch::optim::SGDOptions(c.lr).weight_decay(wd).momentum(c.optimizer == "sgd" ? 0.0 : c.momentum);
     return std::make_unique<torch::optim::SGD>(params, o);
   }
   if (c.optimizer == "adam") {
-    auto o = torch::optim::AdamOptions(c.lr).betas({c.adam_beta1, c.adam_beta2}).eps(c.adam_eps).weight_decay(c.weight_decay);
+    auto o = torch::optim::AdamOptions(c.lr).betas({c.adam_beta1, c.adam_beta2}).eps(c.adam_eps).weight_decay(wd);
     return std::make_unique<torch::optim::Adam>(params, o);
   }
   throw std::invalid_argument("optimizer '" + c.optimizer + "' is not one of: sgd, momentum, adam");
+}
+
+// With --weight-decay-in loss, the parameters whose L2 term wd/2 ||w||^2 is in the loss, as in the
+// authors' TensorFlow models: every conv and fc weight (not the biases); CifarNet (the TF CIFAR-10
+// tutorial net): the weights of local3 and local4 only.
+bool decay_in_loss(const std::string& model, const std::string& name, const torch::Tensor& p) {
+  if (model == "cifarnet") return name == "local3.weight" || name == "local4.weight";
+  return p.dim() >= 2;
 }
 
 std::string fingerprint(const TrainConfig& c, int workers) {
@@ -205,7 +216,9 @@ std::string fingerprint(const TrainConfig& c, int workers) {
   s << c.model << '|' << c.data << '|' << c.train_limit << '|' << c.codec << '|' << c.packing << '|' << c.layerwise << '|'
     << c.clip << '|' << c.c << '|' << c.float_below << '|' << c.quantize_last << '|' << c.optimizer << '|' << c.lr << '|'
     << c.momentum << '|' << c.weight_decay << '|' << c.lr_policy << '|' << c.gamma << '|' << c.power << '|' << c.step_size
-    << '|' << c.batch << '|' << workers << '|' << c.seed;
+    << '|' << c.batch << '|' << workers << '|' << c.seed << '|' << c.weight_decay_in;
+  if (c.codec == "qsgd") s << "|qsgd-levels " << c.qsgd_levels;
+  if (c.codec == "float") s << '|' << c.float_exchange;
   return s.str();
 }
 
@@ -310,6 +323,24 @@ void progress_bar(long step, long total, double loss, double acc, double img_per
   std::fflush(stderr);
 }
 
+// Every rank's time split of every step, gathered once at the end of a multi-process run (one
+// allgather of 6 doubles per step; every rank ran the same steps).
+std::vector<RankStepTimes> gather_rank_times(Transport& transport, const std::vector<StepRecord>& mine) {
+  std::vector<double> v;
+  for (const auto& s : mine) v.insert(v.end(), {s.compute_s, s.encode_s, s.wait_s, s.wire_s, s.decode_s, s.optimizer_s});
+  std::vector<std::uint8_t> bytes(v.size() * sizeof(double));
+  if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
+  auto all = transport.allgather(bytes);
+  std::vector<RankStepTimes> out;
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    for (std::size_t r = 0; r < all.size(); ++r) {
+      double d[6];
+      std::memcpy(d, all[r].data() + i * sizeof d, sizeof d);
+      out.push_back({mine[i].step, static_cast<int>(r), d[0], d[1], d[2], d[3], d[4], d[5]});
+    }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> model_names() { return {"lenet", "cifarnet", "alexnet", "googlenet", "vgga"}; }
@@ -325,6 +356,10 @@ TrainResult run_training(const TrainConfig& c) {
   if (c.threads < 1) throw std::invalid_argument("threads must be at least 1");
   torch::set_num_threads(c.threads);
   learning_rate(c, 0);  // validates the policy before any work
+  if (c.weight_decay_in != "loss" && c.weight_decay_in != "update")
+    throw std::invalid_argument("weight decay '" + c.weight_decay_in + "' is not one of: loss, update");
+  if (c.codec == "signsgd-ef" && !c.resume.empty())
+    throw std::invalid_argument("--resume with --codec signsgd-ef: the error-feedback residuals are not saved in checkpoints");
 
   Dataset data = load_data(c);
   torch::manual_seed(c.seed);
@@ -334,8 +369,10 @@ TrainResult run_training(const TrainConfig& c) {
   std::vector<torch::Tensor> params;
   std::vector<LayerInfo> layers;
   std::vector<std::string> module_of;
+  std::vector<bool> decayed;  // weight decay in the loss (--weight-decay-in loss)
   for (const auto& item : model->named_parameters()) {
     params.push_back(item.value());
+    decayed.push_back(c.weight_decay_in == "loss" && c.weight_decay > 0.0 && decay_in_loss(c.model, item.key(), item.value()));
     layers.push_back({item.key(), static_cast<std::size_t>(item.value().numel())});
     module_of.push_back(item.key().substr(0, item.key().rfind('.')));
   }
@@ -352,6 +389,8 @@ TrainResult run_training(const TrainConfig& c) {
   xo.quantize_last = c.quantize_last;
   xo.last_layer_from = last_from;
   xo.seed = c.seed;
+  xo.qsgd_levels = c.qsgd_levels;
+  xo.float_exchange = parse_float_exchange(c.float_exchange);
   std::shared_ptr<const Codec> codec(make_optimized_codec(1));
   GradientExchange exchange(layers, xo, codec);
 
@@ -437,8 +476,14 @@ TrainResult run_training(const TrainConfig& c) {
       loss.backward();
       losses.push_back(loss.item<float>());
       std::vector<std::vector<float>> g;
-      for (const auto& p : params) {
+      for (std::size_t t = 0; t < params.size(); ++t) {
+        const auto& p = params[t];
         std::vector<float> v(static_cast<std::size_t>(p.numel()), 0.0f);
+        if (decayed[t]) {  // d/dw of wd/2 ||w||^2 joins the gradient that is exchanged
+          torch::NoGradGuard no_grad;
+          if (!p.grad().defined()) params[t].mutable_grad() = torch::zeros_like(p);
+          params[t].mutable_grad().add_(p.detach(), c.weight_decay);
+        }
         if (p.grad().defined()) {
           auto gc = p.grad().contiguous();
           std::memcpy(v.data(), gc.data_ptr<float>(), v.size() * sizeof(float));
@@ -473,12 +518,14 @@ TrainResult run_training(const TrainConfig& c) {
     rec.optimizer_s = seconds_since(to);
     rec.encode_s = st.encode_s;
     rec.comm_s = st.comm_s;
+    rec.wait_s = st.wait_s;
+    rec.wire_s = st.wire_s;
     rec.decode_s = st.decode_s;
     rec.payload_bytes = st.payload_bytes();
     rec.float_bytes = st.float_bytes();
-    double loss_sum = 0.0;
-    for (float l : st.worker_losses) loss_sum += l;
-    rec.loss = loss_sum / static_cast<double>(st.worker_losses.size());
+    rec.uplink_bytes = st.wire.uplink;
+    rec.downlink_bytes = st.wire.downlink;
+    rec.loss = st.loss;
     if (!std::isfinite(rec.loss))
       throw std::runtime_error("training diverged: loss is " + std::to_string(rec.loss) + " at step " + std::to_string(step));
     loss_since_eval += rec.loss;
@@ -486,6 +533,10 @@ TrainResult run_training(const TrainConfig& c) {
     r.compute_s += rec.compute_s;
     r.encode_s += rec.encode_s;
     r.comm_s += rec.comm_s;
+    r.wait_s += rec.wait_s;
+    r.wire_s += rec.wire_s;
+    r.uplink_bytes = rec.uplink_bytes;
+    r.downlink_bytes = rec.downlink_bytes;
     r.decode_s += rec.decode_s;
     r.optimizer_s += rec.optimizer_s;
     r.step_records.push_back(rec);
@@ -525,6 +576,7 @@ TrainResult run_training(const TrainConfig& c) {
   if (r.evals.empty() && leader) do_eval(total);
   r.final_test_accuracy = leader && !r.evals.empty() ? r.evals.back().test_accuracy : 0.0;
   r.final_weights = flat_weights(*model);
+  if (distributed) r.rank_records = gather_rank_times(*transport, r.step_records);
   if (distributed && !ranks_agree(*transport, hash_weights(r.final_weights)))
     throw std::runtime_error("rank " + std::to_string(c.rank) + ": the ranks' final weights differ (non-deterministic gradients?)");
   r.wall_s = seconds_since(wall0);

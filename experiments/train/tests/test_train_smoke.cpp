@@ -1,8 +1,11 @@
-// terngrad-bench: smoke test of LeNet training on a subset of Fashion-MNIST: float and TernGrad with 2
-// simulated workers learn; a resumed run ends with the uninterrupted run's weights; 2 c10d/Gloo ranks
-// started by `terngrad launch` end with the simulation's weights. Run: ctest -R tg_train_smoke_test
+// terngrad-bench: smoke test of LeNet training on a subset of Fashion-MNIST: float, TernGrad, QSGD and
+// EF-SignSGD with 2 simulated workers learn; a resumed run ends with the uninterrupted run's weights;
+// 2 c10d/Gloo ranks started by `terngrad launch` end with the simulation's weights for every codec
+// (float by allreduce and by allgather), and write the per-rank time split and the wire bytes.
+// Run: ctest -R tg_train_smoke_test
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -57,7 +60,7 @@ fs::path temp_dir(const std::string& name) {
 // or diverges. The 1000 test images give a binomial standard error below 1.6 points.
 TEST(TrainSmoke, FloatAndTernGradLearnLeNet) {
   if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  for (const char* codec : {"float", "terngrad"}) {
+  for (const char* codec : {"float", "terngrad", "qsgd", "signsgd-ef"}) {
     auto r = tg::train::run_training(small_lenet(codec, 120));
     ASSERT_EQ(r.step_records.size(), 120u);
     double early = mean_loss(r, 0, 10), late = mean_loss(r, 100, 120);
@@ -100,22 +103,48 @@ TEST(TrainSmoke, ResumedRunEqualsUninterruptedRun) {
   fs::remove_all(d.parent_path());
 }
 
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Float by allreduce is bit-exact here because 2 ranks sum a + b in either order to the same bits.
 TEST(TrainSmoke, TwoGlooRanksMatchTheSimulation) {
   if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   fs::path d = temp_dir("gloo");
-  for (const char* codec : {"terngrad", "float"}) {
-    TrainConfig c = small_lenet(codec, 20);
+  struct Arm {
+    std::string name, codec, float_exchange;
+  };
+  for (const Arm& a : {Arm{"terngrad", "terngrad", "allreduce"}, Arm{"float-allreduce", "float", "allreduce"},
+                       Arm{"float-allgather", "float", "allgather"}, Arm{"qsgd", "qsgd", "allreduce"},
+                       Arm{"signsgd-ef", "signsgd-ef", "allreduce"}}) {
+    TrainConfig c = small_lenet(a.codec, 20);
+    c.float_exchange = a.float_exchange;
+    c.qsgd_levels = 3;
     auto sim = tg::train::run_training(c);
-    fs::path out = d / codec;
+    fs::path out = d / a.name;
     std::string cmd = std::string("timeout 120 ") + TG_TERNGRAD_EXE +
-                      " launch --nproc 2 --grace-s 10 -- --model lenet --codec " + codec +
-                      " --batch 64 --steps 20 --train-limit 8192 --test-limit 1000 --eval-every 0 --seed 3"
-                      " --timeout-s 60 --save-weights --out " + out.string() + " > " + (d / "log.txt").string() + " 2>&1";
+                      " launch --nproc 2 --grace-s 10 -- --model lenet --codec " + a.codec + " --float-exchange " +
+                      a.float_exchange + " --qsgd-levels 3 --batch 64 --steps 20 --train-limit 8192 --test-limit 1000"
+                      " --eval-every 0 --seed 3 --timeout-s 60 --save-weights --out " + out.string() + " > " +
+                      (d / "log.txt").string() + " 2>&1";
     int rc = std::system(cmd.c_str());
     ASSERT_EQ(rc, 0) << cmd << "\n(see " << (d / "log.txt").string() << ")";
     auto w = tg::train::read_weights_file((out / "weights.f32").string());
     ASSERT_EQ(w.size(), sim.final_weights.size());
-    EXPECT_EQ(0, std::memcmp(w.data(), sim.final_weights.data(), 4 * w.size())) << codec;
+    EXPECT_EQ(0, std::memcmp(w.data(), sim.final_weights.data(), 4 * w.size())) << a.name;
+    // Outputs of the multi-process run: the wait/wire split per step, every rank's split, the bytes.
+    std::string steps = read_text(out / "steps.csv");
+    EXPECT_NE(steps.find("wait_s,wire_s,uplink_bytes,downlink_bytes\n"), std::string::npos) << a.name;
+    std::string ranks = read_text(out / "ranks.csv");
+    EXPECT_EQ(std::count(ranks.begin(), ranks.end(), '\n'), 1 + 2 * 20) << a.name;
+    EXPECT_NE(read_text(out / "run.json").find("\"time_s_per_rank\""), std::string::npos) << a.name;
+    if (a.name == "float-allreduce") {  // ring allreduce of 2 ranks: the whole buffer (every value + the loss) each way
+      std::uint64_t numel = 0;
+      for (const auto& l : sim.layers) numel += l.numel;
+      EXPECT_EQ(sim.uplink_bytes, 4 * (numel + 1));
+      EXPECT_EQ(sim.downlink_bytes, 4 * (numel + 1));
+    }
   }
   fs::remove_all(d.parent_path());
 }
