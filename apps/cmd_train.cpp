@@ -24,9 +24,14 @@ struct TrainCli {
 
 void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) {
   sub->add_option("--model", c.model, "Net")->check(CLI::IsMember({"lenet", "cifarnet", "alexnet", "googlenet", "vgga"}));
-  sub->add_option("--data", c.data, "Data: fashion-mnist (Debian package), mnist or cifar10 (with --data-dir), synthetic")
-      ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10", "synthetic"}));
-  sub->add_option("--data-dir", c.data_dir, "Folder of the MNIST idx files or of cifar-10-batches-bin")->check(CLI::ExistingDirectory);
+  sub->add_option("--data", c.data,
+                  "Data: fashion-mnist (Debian package), mnist, cifar10 or tensor (preprocessed images, for AlexNet/"
+                  "GoogLeNet/VGG-A; all three with --data-dir), synthetic")
+      ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10", "tensor", "synthetic"}));
+  sub->add_option("--data-dir", c.data_dir, "Folder of the MNIST idx files, of cifar-10-batches-bin, or a tensor folder (tensors.txt)")
+      ->check(CLI::ExistingDirectory);
+  sub->add_option("--device", c.device, "cpu, or cuda where the LibTorch build has CUDA (the exchange stays on the CPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   sub->add_option("--train-limit", c.train_limit, "Use the first N training images (0: all)");
   sub->add_option("--test-limit", c.test_limit, "Use the first N test images (0: all)");
   sub->add_option("--codec", c.codec, "Gradient codec: float, terngrad, qsgd (s levels), signsgd-ef (sign with error feedback)")

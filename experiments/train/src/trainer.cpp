@@ -22,6 +22,7 @@
 #include "tg/train/checkpoint_file.hpp"
 #include "tg/train/data.hpp"
 #include "tg/train/exchange.hpp"
+#include "tg/train/tensor_data.hpp"
 #include "tg/train/trainer.hpp"
 
 namespace tg::train {
@@ -51,8 +52,8 @@ bool is_imagenet_model(const std::string& m) { return m == "alexnet" || m == "go
 
 Dataset load_data(const TrainConfig& c) {
   Dataset d;
-  if (is_imagenet_model(c.model) && c.data != "synthetic")
-    throw std::invalid_argument("model " + c.model + " runs on synthetic ImageNet-shaped data only (--data synthetic)");
+  if (is_imagenet_model(c.model) && c.data != "synthetic" && c.data != "tensor")
+    throw std::invalid_argument("model " + c.model + " runs on --data tensor (a preprocessed ImageNet-style folder) or --data synthetic");
   if (c.data == "fashion-mnist" || c.data == "mnist") {
     std::string dir = c.data_dir.empty() ? std::string(kFashionMnistDir) : c.data_dir;
     if (c.data == "mnist" && c.data_dir.empty()) throw std::invalid_argument("--data mnist needs --data-dir");
@@ -62,6 +63,18 @@ Dataset load_data(const TrainConfig& c) {
     if (c.data_dir.empty()) throw std::invalid_argument("--data cifar10 needs --data-dir (a cifar-10-batches-bin folder)");
     d.train = load_cifar10_dir(c.data_dir, true, c.train_limit);
     d.test = load_cifar10_dir(c.data_dir, false, c.test_limit);
+  } else if (c.data == "tensor") {
+    if (c.data_dir.empty()) throw std::invalid_argument("--data tensor needs --data-dir (a folder with tensors.txt)");
+    d.train = load_tensor_dir(c.data_dir, true, c.train_limit);
+    d.test = load_tensor_dir(c.data_dir, false, c.test_limit);
+    if (is_imagenet_model(c.model)) {
+      ModelInput in = imagenet_input(c.model);
+      if (d.train.channels != in.channels || d.train.height != in.height || d.train.width != in.width)
+        throw std::invalid_argument("model " + c.model + " takes " + std::to_string(in.channels) + "x" +
+                                    std::to_string(in.height) + "x" + std::to_string(in.width) + " images; " + c.data_dir +
+                                    " holds " + std::to_string(d.train.channels) + "x" + std::to_string(d.train.height) +
+                                    "x" + std::to_string(d.train.width));
+    }
   } else if (c.data == "synthetic") {
     std::size_t n = std::max<std::size_t>(2 * static_cast<std::size_t>(c.batch), c.train_limit);
     if (is_imagenet_model(c.model)) {
@@ -74,7 +87,7 @@ Dataset load_data(const TrainConfig& c) {
       d.test = synthetic_images(std::max<std::size_t>(c.test_limit, 64), ch, hw, hw, 10, c.seed + 1);
     }
   } else {
-    throw std::invalid_argument("data '" + c.data + "' is not one of: fashion-mnist, mnist, cifar10, synthetic");
+    throw std::invalid_argument("data '" + c.data + "' is not one of: fashion-mnist, mnist, cifar10, tensor, synthetic");
   }
   if (d.train.count == 0 || d.test.count == 0) throw std::invalid_argument("empty training or test set");
   std::string how;
@@ -97,7 +110,11 @@ Dataset load_data(const TrainConfig& c) {
 }
 
 ModelInput model_input(const TrainConfig& c, const Dataset& d) {
-  if (d.prep == Prep::imagenet) return imagenet_input(c.model);
+  if (d.prep == Prep::imagenet) {
+    ModelInput in = imagenet_input(c.model);
+    if (c.data == "tensor") in.classes = d.train.classes;
+    return in;
+  }
   if (d.prep == Prep::cifar) return {d.train.channels, d.crop, d.crop, d.train.classes};
   return {d.train.channels, d.train.height, d.train.width, d.train.classes};
 }
@@ -112,7 +129,7 @@ torch::Tensor make_images(const Dataset& d, const ImageSet& set, const std::vect
     std::size_t n = set.image_bytes();
     float shift = d.prep == Prep::imagenet ? 0.5f : 0.0f;
     for (std::size_t i = 0; i < idx.size(); ++i) {
-      const std::uint8_t* p = set.pixels.data() + idx[i] * n;
+      const std::uint8_t* p = set.pixel_data() + idx[i] * n;
       for (std::size_t k = 0; k < n; ++k) out[i * n + k] = static_cast<float>(p[k]) / 255.0f - shift;
     }
     return x;
@@ -130,7 +147,7 @@ torch::Tensor make_images(const Dataset& d, const ImageSet& set, const std::vect
       ox = static_cast<int>((h >> 20) % static_cast<std::uint64_t>(PW - S + 1));
       flip = ((h >> 40) & 1u) != 0;
     }
-    const std::uint8_t* p = set.pixels.data() + idx[i] * set.image_bytes();
+    const std::uint8_t* p = set.pixel_data() + idx[i] * set.image_bytes();
     float* o = out + i * per;
     double sum = 0.0, sumsq = 0.0;
     for (int ch = 0; ch < C; ++ch)
@@ -232,7 +249,7 @@ std::uint64_t hash_weights(const std::vector<float>& w) {
 std::vector<float> flat_weights(Net& model) {
   std::vector<float> out;
   for (const auto& p : model.parameters()) {
-    auto c = p.detach().contiguous();
+    auto c = p.detach().to(torch::kCPU).contiguous();
     const float* d = c.data_ptr<float>();
     out.insert(out.end(), d, d + c.numel());
   }
@@ -243,7 +260,7 @@ struct Evaluation {
   double loss = 0.0, accuracy = 0.0;
 };
 
-Evaluation evaluate(Net& model, const Dataset& d) {
+Evaluation evaluate(Net& model, const Dataset& d, const torch::Device& dev) {
   torch::NoGradGuard no_grad;
   model.eval();
   double loss = 0.0;
@@ -252,8 +269,8 @@ Evaluation evaluate(Net& model, const Dataset& d) {
   for (std::size_t start = 0; start < d.test.count; start += chunk) {
     std::vector<std::size_t> idx;
     for (std::size_t i = start; i < std::min(d.test.count, start + chunk); ++i) idx.push_back(i);
-    auto x = make_images(d, d.test, idx, idx, false, 0);
-    auto y = make_labels(d.test, idx);
+    auto x = make_images(d, d.test, idx, idx, false, 0).to(dev);
+    auto y = make_labels(d.test, idx).to(dev);
     auto logits = model.forward(x);
     loss += torch::nn::functional::cross_entropy(logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
                 .item<double>();
@@ -356,14 +373,24 @@ TrainResult run_training(const TrainConfig& c) {
   if (c.threads < 1) throw std::invalid_argument("threads must be at least 1");
   torch::set_num_threads(c.threads);
   learning_rate(c, 0);  // validates the policy before any work
+  torch::Device device(torch::kCPU);
+  if (c.device == "cuda") {
+    if (!torch::cuda::is_available())
+      throw std::invalid_argument("--device cuda: this LibTorch build has no CUDA support or sees no GPU; use --device cpu");
+    const int gpus = static_cast<int>(torch::cuda::device_count());
+    device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(c.world_size > 0 ? c.rank % gpus : 0));
+  } else if (c.device != "cpu") {
+    throw std::invalid_argument("device '" + c.device + "' is not one of: cpu, cuda");
+  }
   if (c.weight_decay_in != "loss" && c.weight_decay_in != "update")
     throw std::invalid_argument("weight decay '" + c.weight_decay_in + "' is not one of: loss, update");
   if (c.codec == "signsgd-ef" && !c.resume.empty())
     throw std::invalid_argument("--resume with --codec signsgd-ef: the error-feedback residuals are not saved in checkpoints");
 
   Dataset data = load_data(c);
-  torch::manual_seed(c.seed);
+  torch::manual_seed(c.seed);  // initialization on the CPU, then moved: the same weights on every device
   std::shared_ptr<Net> model = make_model(c.model, model_input(c, data));
+  model->to(device);
   model->train();
 
   std::vector<torch::Tensor> params;
@@ -440,7 +467,7 @@ TrainResult run_training(const TrainConfig& c) {
   };
   auto do_eval = [&](long step) {
     if (!leader) return;
-    Evaluation e = evaluate(*model, data);
+    Evaluation e = evaluate(*model, data, device);
     r.evals.push_back({step, steps_since_eval ? loss_since_eval / steps_since_eval : 0.0, e.loss, e.accuracy});
     loss_since_eval = 0.0;
     steps_since_eval = 0;
@@ -469,8 +496,8 @@ TrainResult run_training(const TrainConfig& c) {
         idx.push_back(sampler.at(pos));
         salt.push_back(pos);
       }
-      auto x = make_images(data, data.train, idx, salt, true, c.seed);
-      auto y = make_labels(data.train, idx);
+      auto x = make_images(data, data.train, idx, salt, true, c.seed).to(device);
+      auto y = make_labels(data.train, idx).to(device);
       model->zero_grad();
       auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
       loss.backward();
@@ -485,7 +512,7 @@ TrainResult run_training(const TrainConfig& c) {
           params[t].mutable_grad().add_(p.detach(), c.weight_decay);
         }
         if (p.grad().defined()) {
-          auto gc = p.grad().contiguous();
+          auto gc = p.grad().to(torch::kCPU).contiguous();  // the exchange runs on the CPU
           std::memcpy(v.data(), gc.data_ptr<float>(), v.size() * sizeof(float));
         }
         g.push_back(std::move(v));

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <sys/wait.h>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include <numeric>
 
 #include "tg/train/data.hpp"
+#include "tg/train/tensor_data.hpp"
 #include "tg/train/trainer.hpp"
 
 namespace fs = std::filesystem;
@@ -185,3 +187,47 @@ TEST(TrainSmoke, TwoGlooRanksResumeFromRankZerosCheckpoint) {
   fs::remove_all(d.parent_path());
 }
 
+
+// --data tensor end to end: AlexNet on a 4-image preprocessed folder (3x227x227, 1000 classes) for one
+// step; a folder of the wrong shape is refused before any training with one line and exit code 2.
+TEST(TrainSmoke, AlexNetReadsATensorFolder) {
+  fs::path d = temp_dir("tensor");
+  auto good = tg::train::synthetic_images(4, 3, 227, 227, 1000, 5);
+  tg::train::write_tensor_dir((d / "alexnet").string(), good, good);
+  auto small = tg::train::synthetic_images(2, 3, 224, 224, 1000, 5);
+  tg::train::write_tensor_dir((d / "small").string(), small, small);
+  std::string base = std::string(TG_TERNGRAD_EXE) + " train --model alexnet --data tensor --batch 2 --workers 2 --steps 1"
+                     " --eval-every 0 --no-progress --data-dir ";
+  std::string log = (d / "log.txt").string();
+  ASSERT_EQ(std::system((base + (d / "alexnet").string() + " > " + log + " 2>&1").c_str()), 0) << "see " << log;
+  std::string text = read_text(log);
+  EXPECT_NE(text.find("final test accuracy"), std::string::npos) << text;
+  EXPECT_NE(text.find("4 of 4 images, 3x227x227, 1000 classes"), std::string::npos) << text;
+  int rc = std::system((base + (d / "small").string() + " > " + log + " 2>&1").c_str());
+  EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 2) << rc;
+  text = read_text(log);
+  EXPECT_NE(text.find("model alexnet takes 3x227x227 images; "), std::string::npos) << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  fs::remove_all(d.parent_path());
+}
+
+// --device cuda: on a LibTorch build without CUDA (Debian's) one line naming the problem and exit code
+// 2; where CUDA is there, a short run that finishes. Only the first branch has run on these machines.
+TEST(TrainSmoke, DeviceCudaRunsOrSaysWhyNot) {
+  if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  fs::path d = temp_dir("cuda");
+  std::string log = (d / "log.txt").string();
+  std::string cmd = std::string(TG_TERNGRAD_EXE) + " train --device cuda --model lenet --batch 64 --workers 2 --steps 5"
+                    " --train-limit 512 --test-limit 100 --eval-every 0 --no-progress > " + log + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  std::string text = read_text(log);
+  ASSERT_TRUE(WIFEXITED(rc)) << rc;
+  if (WEXITSTATUS(rc) == 0) {
+    EXPECT_NE(text.find("final test accuracy"), std::string::npos) << text;
+  } else {
+    EXPECT_EQ(WEXITSTATUS(rc), 2) << text;
+    EXPECT_NE(text.find("--device cuda: this LibTorch build has no CUDA support or sees no GPU"), std::string::npos) << text;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  }
+  fs::remove_all(d.parent_path());
+}

@@ -13,7 +13,7 @@ namespace tg::train {
 struct TrainConfig {
   // model and data
   std::string model = "lenet";          // lenet | cifarnet | alexnet | googlenet | vgga
-  std::string data = "fashion-mnist";   // fashion-mnist | mnist (idx folder in data_dir) | cifar10 | synthetic
+  std::string data = "fashion-mnist";   // fashion-mnist | mnist (idx folder in data_dir) | cifar10 | tensor (tg/train/tensor_data.hpp) | synthetic
   std::string data_dir;                 // default: the Fashion-MNIST package folder
   std::size_t train_limit = 0;          // use the first N training images (0: all)
   std::size_t test_limit = 0;           // use the first N test images (0: all)
@@ -45,6 +45,7 @@ struct TrainConfig {
   double epochs = 0.0;                  // > 0 overrides steps: ceil(epochs * train images / batch)
   std::uint64_t seed = 1;
   int threads = 1;                      // intra-op threads of LibTorch (1 keeps results reproducible)
+  std::string device = "cpu";           // cpu | cuda (forward/backward/optimizer there; the exchange stays on the CPU)
   long eval_every = 100;                // test accuracy every N steps (and at the end); 0: only at the end
   std::string out_dir;                  // CSV + JSON outputs (empty: none)
   bool save_weights = false;            // also write weights.f32 (final parameters) into out_dir
