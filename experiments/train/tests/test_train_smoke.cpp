@@ -1,7 +1,9 @@
 // terngrad-bench: smoke test of LeNet training on a subset of Fashion-MNIST: float, TernGrad, QSGD and
 // EF-SignSGD with 2 simulated workers learn; a resumed run ends with the uninterrupted run's weights;
 // 2 c10d/Gloo ranks started by `terngrad launch` end with the simulation's weights for every codec
-// (float by allreduce and by allgather), and write the per-rank time split and the wire bytes.
+// (float by allreduce and by allgather), and write the per-rank time split and the wire bytes; weight
+// decay in the loss reaches exactly the authors' tensors; AlexNet reads a tensor folder; --device cuda
+// runs or says why not.
 // Run: ctest -R tg_train_smoke_test
 #include <gtest/gtest.h>
 
@@ -230,4 +232,47 @@ TEST(TrainSmoke, DeviceCudaRunsOrSaysWhyNot) {
     EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
   }
   fs::remove_all(d.parent_path());
+}
+
+// --weight-decay-in, exactly, after one plain-SGD step on 1 worker (float codec: the exchanged mean of
+// one gradient is that gradient). loss: the decay wd w joins the gradient of the authors' decayed
+// tensors (LeNet: every weight; CifarNet: local3/local4 weights) before the exchange, so those tensors
+// get the bits of the update run (the optimizer adds wd w with the same float operation) and every
+// other tensor gets the bits of a run without weight decay.
+TEST(TrainSmoke, WeightDecayInTheLossDecaysTheAuthorsTensors) {
+  if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  for (const char* model : {"lenet", "cifarnet"}) {
+    auto run = [&](const char* where, double wd) {
+      TrainConfig c;
+      c.model = model;
+      c.codec = "float";
+      c.optimizer = "sgd";
+      c.lr_policy = "fixed";
+      c.lr = 0.05;
+      c.weight_decay = wd;
+      c.weight_decay_in = where;
+      c.workers = 1;
+      c.batch = 8;
+      c.steps = 1;
+      c.train_limit = 64;
+      c.test_limit = 10;
+      c.eval_every = 0;
+      return tg::train::run_training(c);
+    };
+    auto in_loss = run("loss", 0.1), in_update = run("update", 0.1), none = run("loss", 0.0);
+    std::size_t at = 0, decayed = 0;
+    for (const auto& l : in_loss.layers) {
+      bool decays = std::string(model) == "cifarnet" ? (l.name == "local3.weight" || l.name == "local4.weight")
+                                                     : l.name.find("weight") != std::string::npos;
+      decayed += decays;
+      const auto& ref = decays ? in_update.final_weights : none.final_weights;
+      EXPECT_EQ(0, std::memcmp(in_loss.final_weights.data() + at, ref.data() + at, 4 * l.numel)) << model << " " << l.name;
+      if (!decays) {  // the update run decays this tensor too: it must differ, or the check above proves nothing
+        EXPECT_NE(0, std::memcmp(in_update.final_weights.data() + at, none.final_weights.data() + at, 4 * l.numel))
+            << model << " " << l.name;
+      }
+      at += l.numel;
+    }
+    EXPECT_EQ(decayed, std::string(model) == "cifarnet" ? 2u : 4u) << model;
+  }
 }
