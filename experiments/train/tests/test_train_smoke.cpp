@@ -62,7 +62,7 @@ fs::path temp_dir(const std::string& name) {
 // Margins: chance is 10% on 10 classes; LeNet after 120 steps of batch 64 reaches about 70% on
 // Fashion-MNIST, and a broken exchange (wrong sign, sum instead of mean, no update) stays near 10%
 // or diverges. The 1000 test images give a binomial standard error below 1.6 points.
-TEST(TrainSmoke, FloatAndTernGradLearnLeNet) {
+TEST(TrainSmoke, EveryCodecLearnsLeNet) {
   if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   for (const char* codec : {"float", "terngrad", "qsgd", "signsgd-ef"}) {
     auto r = tg::train::run_training(small_lenet(codec, 120));
