@@ -3,6 +3,7 @@
 //   terngrad launch --nproc 2 -- --model lenet --steps 100 --out /tmp/run
 #include <unistd.h>
 
+#include <array>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -23,12 +24,23 @@ struct TrainCli {
 
 void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) {
   sub->add_option("--model", c.model, "Net")->check(CLI::IsMember({"lenet", "cifarnet", "alexnet", "googlenet", "vgga"}));
-  sub->add_option("--data", c.data, "Data: fashion-mnist (Debian package), mnist or cifar10 (with --data-dir), synthetic")
-      ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10", "synthetic"}));
-  sub->add_option("--data-dir", c.data_dir, "Folder of the MNIST idx files or of cifar-10-batches-bin")->check(CLI::ExistingDirectory);
+  sub->add_option("--data", c.data,
+                  "Data: fashion-mnist (Debian package), mnist, cifar10 or tensor (preprocessed images, for AlexNet/"
+                  "GoogLeNet/VGG-A; all three with --data-dir), synthetic")
+      ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10", "tensor", "synthetic"}));
+  sub->add_option("--data-dir", c.data_dir, "Folder of the MNIST idx files, of cifar-10-batches-bin, or a tensor folder (tensors.txt)")
+      ->check(CLI::ExistingDirectory);
+  sub->add_option("--device", c.device, "cpu, or cuda where the LibTorch build has CUDA (the exchange stays on the CPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   sub->add_option("--train-limit", c.train_limit, "Use the first N training images (0: all)");
   sub->add_option("--test-limit", c.test_limit, "Use the first N test images (0: all)");
-  sub->add_option("--codec", c.codec, "Gradient codec")->check(CLI::IsMember({"float", "terngrad"}));
+  sub->add_option("--codec", c.codec, "Gradient codec: float, terngrad, qsgd (s levels), signsgd-ef (sign with error feedback)")
+      ->check(CLI::IsMember({"float", "terngrad", "qsgd", "signsgd-ef"}));
+  sub->add_option("--qsgd-levels", c.qsgd_levels, "QSGD: s, levels of |g|/||g||_2 (1 + ceil(log2(s+1)) bits per element)")
+      ->check(CLI::Range(1, 65535));
+  sub->add_option("--float-exchange", c.float_exchange,
+                  "Float codec: allreduce (sum over ranks, Gloo ring) or allgather (every gradient to every rank)")
+      ->check(CLI::IsMember({"allreduce", "allgather"}));
   sub->add_option("--packing", c.packing, "TernGrad packing")->check(CLI::IsMember({"2bit", "base3"}));
   sub->add_option("--layerwise", c.layerwise, "One scalar per tensor (true) or one for all tensors (false)");
   sub->add_option("--clip", c.clip, "Clipping mode")->check(CLI::IsMember({"none", "clip", "saturate"}));
@@ -39,6 +51,10 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   sub->add_option("--lr", c.lr, "Base learning rate")->check(tg::app::positive_finite());
   sub->add_option("--momentum", c.momentum, "Momentum (optimizer momentum)")->check(CLI::Range(0.0, 0.9999));
   sub->add_option("--weight-decay", c.weight_decay, "L2 weight decay")->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--weight-decay-in", c.weight_decay_in,
+                  "loss: wd/2 ||w||^2 in the loss (conv/fc weights; CifarNet: local3/local4), exchanged with the gradient, "
+                  "as the authors' TF code; update: in the optimizer after the exchange, every parameter")
+      ->check(CLI::IsMember({"loss", "update"}));
   sub->add_option("--lr-policy", c.lr_policy, "fixed | inv: lr (1+gamma t)^-power | step: lr gamma^floor(t/step_size)")
       ->check(CLI::IsMember({"fixed", "inv", "step"}));
   sub->add_option("--gamma", c.gamma, "Learning-rate policy gamma")->check(CLI::NonNegativeNumber);
@@ -111,8 +127,10 @@ int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
                         {"steps", r.steps}, {"final_test_accuracy", r.final_test_accuracy},
                         {"payload_bytes_per_worker_step", ap}, {"float32_bytes_per_worker_step", af},
                         {"live_checks", r.live_checks}, {"live_checks_failed", r.live_checks_failed},
+                        {"uplink_bytes_per_worker_step", r.uplink_bytes}, {"downlink_bytes_per_worker_step", r.downlink_bytes},
                         {"time_s", {{"compute", r.compute_s}, {"encode", r.encode_s}, {"communicate", r.comm_s},
-                                    {"decode", r.decode_s}, {"optimizer", r.optimizer_s}, {"wall", r.wall_s}}}};
+                                    {"wait", r.wait_s}, {"wire", r.wire_s}, {"decode", r.decode_s},
+                                    {"optimizer", r.optimizer_s}, {"wall", r.wall_s}}}};
     if (cli.json == "-") {
       std::printf("%s\n", j.dump().c_str());
       return 0;
@@ -135,6 +153,23 @@ int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
                 c.out_dir.empty() ? "no --out: results on stderr only" : "live_checks.csv");
   std::printf("\ntime: compute %.2f s, encode %.3f s, communicate %.3f s, decode %.3f s, optimizer %.2f s, wall %.2f s\n",
               r.compute_s, r.encode_s, r.comm_s, r.decode_s, r.optimizer_s, r.wall_s);
+  std::printf("\nwire bytes per worker per step: uplink %llu, downlink %llu (%s)\n",
+              static_cast<unsigned long long>(r.uplink_bytes), static_cast<unsigned long long>(r.downlink_bytes),
+              c.codec == "float" && c.float_exchange == "allreduce" ? "ring allreduce: 2(N-1)/N of the buffer each way"
+                                                                    : "allgather: own buffer up, the N-1 others down");
+  std::printf("time: compute %.2f s, encode %.3f s, communicate %.3f s (wait %.3f s, wire %.3f s), decode %.3f s, "
+              "optimizer %.2f s, wall %.2f s\n",
+              r.compute_s, r.encode_s, r.comm_s, r.wait_s, r.wire_s, r.decode_s, r.optimizer_s, r.wall_s);
+  if (!r.rank_records.empty()) {
+    std::vector<std::array<double, 6>> per(static_cast<std::size_t>(r.workers), std::array<double, 6>{});
+    for (const auto& t : r.rank_records) {
+      auto& p = per[static_cast<std::size_t>(t.rank)];
+      p[0] += t.compute_s, p[1] += t.encode_s, p[2] += t.wait_s, p[3] += t.wire_s, p[4] += t.decode_s, p[5] += t.optimizer_s;
+    }
+    for (std::size_t k = 0; k < per.size(); ++k)
+      std::printf("rank %zu: compute %.2f s, encode %.3f s, wait %.3f s, wire %.3f s, decode %.3f s, optimizer %.2f s\n", k,
+                  per[k][0], per[k][1], per[k][2], per[k][3], per[k][4], per[k][5]);
+  }
   if (!c.out_dir.empty()) std::printf("outputs in %s\n", c.out_dir.c_str());
   return 0;
 }
@@ -148,7 +183,7 @@ static std::vector<Command> train_commands() {
     auto cli = std::make_shared<TrainCli>();
     Command c;
     c.add_fn = [cfg, cli](CLI::App& app) {
-      CLI::App* sub = app.add_subcommand("train", "Train a paper net with float or TernGrad gradients (LibTorch)");
+      CLI::App* sub = app.add_subcommand("train", "Train a paper net with float, TernGrad, QSGD or EF-SignSGD gradients (LibTorch)");
       add_train_options(sub, *cfg, *cli);
       return sub;
     };

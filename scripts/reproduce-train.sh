@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # terngrad-bench: the training runs behind reports/train/README.md (LeNet and CifarNet on Fashion-MNIST,
 # synthetic-data profiles of AlexNet / GoogLeNet / VGG-A), then the report itself. Run from the repository root:
-#   bash scripts/reproduce-train.sh build/<dir>/apps/terngrad [lenet|lenet3k|cifarnet|overhead|profile|all]
+#   bash scripts/reproduce-train.sh build/<dir>/apps/terngrad [lenet|lenet3k|cifarnet|codecs|overhead|profile|all]
 # Each run writes reports/train/runs/<name>/{run.json,evals.csv,steps.csv,layers.csv} and <name>.log (not kept
 # in git); the runs of a group run at the same time (one LibTorch thread each). Then
 # `python -m terngrad.report train` renders reports/train/README.md and its figures from every run there.
@@ -42,13 +42,23 @@ fi
 
 if [[ $WHAT == cifarnet || $WHAT == all ]]; then
   # CifarNet on Fashion-MNIST padded to 32x32 and cropped to 24x24 (no CIFAR-10 on this machine),
-  # Adam lr 2e-4, weight decay 0.004 (the paper's settings), 2 workers x 32 images, 150 steps,
-  # test accuracy on the first 2000 test images.
+  # Adam lr 2e-4, weight decay 0.004 in the loss on local3/local4 (the paper's settings and the authors'
+  # code), 2 workers x 64 images (the paper's batch per worker), 150 steps, test accuracy on the first
+  # 2000 test images.
   C="--model cifarnet --data fashion-mnist --optimizer adam --lr 0.0002 --lr-policy fixed --weight-decay 0.004 \
-     --batch 64 --workers 2 --steps 150 --eval-every 50 --test-limit 2000 --seed 1"
+     --weight-decay-in loss --batch 128 --workers 2 --steps 150 --eval-every 50 --test-limit 2000 --seed 1"
   run cifarnet-float           $C --codec float &
   run cifarnet-terngrad-noclip $C --codec terngrad --clip none &
   run cifarnet-terngrad-clip   $C --codec terngrad --clip saturate --c 2.5 &
+fi
+wait
+
+if [[ $WHAT == codecs ]]; then
+  # The comparison codecs on the LeNet settings above, 2 workers, 1000 steps (not part of `all`):
+  # QSGD with 4 levels (4 bits per element) and EF-SignSGD (1 bit per element), next to float and TernGrad.
+  L="--model lenet --data fashion-mnist --batch 64 --steps 1000 --eval-every 200 --seed 1 --workers 2"
+  run lenet-qsgd4-2w     $L --codec qsgd --qsgd-levels 4 &
+  run lenet-signsgdef-2w $L --codec signsgd-ef &
 fi
 wait
 

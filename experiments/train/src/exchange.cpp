@@ -1,11 +1,15 @@
 // terngrad-bench: TernGrad's data-parallel exchange on top of the real codec (see exchange.hpp).
 // Worker buffer on the wire: [loss float32 LE][payload of tensor 0][payload of tensor 1]...; every
 // payload's size depends only on the tensor's size and the options, so all ranks' buffers match.
+// Float with allreduce sends no buffer: [every tensor's float32 values][loss] is summed over ranks.
 #include "tg/train/exchange.hpp"
+
+#include "tg/train/baselines.hpp"
 
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -38,10 +42,39 @@ struct NonzeroTables {
 GradCodec parse_grad_codec(const std::string& text) {
   if (text == "float") return GradCodec::float32;
   if (text == "terngrad") return GradCodec::terngrad;
-  throw std::invalid_argument("codec '" + text + "' is not one of: float, terngrad");
+  if (text == "qsgd") return GradCodec::qsgd;
+  if (text == "signsgd-ef") return GradCodec::signsgd_ef;
+  throw std::invalid_argument("codec '" + text + "' is not one of: float, terngrad, qsgd, signsgd-ef");
 }
 
-const char* to_string(GradCodec codec) { return codec == GradCodec::float32 ? "float" : "terngrad"; }
+const char* to_string(GradCodec codec) {
+  switch (codec) {
+    case GradCodec::float32: return "float";
+    case GradCodec::terngrad: return "terngrad";
+    case GradCodec::qsgd: return "qsgd";
+    case GradCodec::signsgd_ef: return "signsgd-ef";
+  }
+  return "?";
+}
+
+FloatExchange parse_float_exchange(const std::string& text) {
+  if (text == "allreduce") return FloatExchange::allreduce;
+  if (text == "allgather") return FloatExchange::allgather;
+  throw std::invalid_argument("float exchange '" + text + "' is not one of: allreduce, allgather");
+}
+
+const char* to_string(FloatExchange how) { return how == FloatExchange::allreduce ? "allreduce" : "allgather"; }
+
+WireBytes allgather_bytes(std::uint64_t per_rank, int ranks) {
+  if (ranks < 1) throw std::invalid_argument("allgather over fewer than 1 rank");
+  return {per_rank, static_cast<std::uint64_t>(ranks - 1) * per_rank};
+}
+
+WireBytes ring_allreduce_bytes(std::uint64_t buffer, int ranks) {
+  if (ranks < 1) throw std::invalid_argument("allreduce over fewer than 1 rank");
+  std::uint64_t n = 2 * static_cast<std::uint64_t>(ranks - 1) * buffer / static_cast<std::uint64_t>(ranks);
+  return {n, n};
+}
 
 std::uint64_t StepStats::payload_bytes() const {
   std::uint64_t n = 0;
@@ -67,15 +100,54 @@ GradientExchange::GradientExchange(std::vector<LayerInfo> layers, ExchangeOption
     : layers_(std::move(layers)), options_(options), codec_(std::move(codec)) {
   if (!codec_) throw std::invalid_argument("gradient exchange needs a codec");
   validate(options_.params);
+  if (options_.codec == GradCodec::qsgd) qsgd_bits_per_element(options_.qsgd_levels);  // validates s
   for (std::size_t t = 0; t < layers_.size(); ++t) {
     Params p = options_.params;
-    bool ternary = options_.codec == GradCodec::terngrad && layers_[t].numel >= p.float_below &&
-                   (options_.quantize_last || t < options_.last_layer_from);
+    bool compressed = options_.codec != GradCodec::float32 && layers_[t].numel >= p.float_below &&
+                      (options_.quantize_last || t < options_.last_layer_from);
+    bool ternary = compressed && options_.codec == GradCodec::terngrad;
     if (!ternary) p.float_below = std::numeric_limits<std::uint64_t>::max();
+    Kind kind = !compressed ? Kind::float32
+                : options_.codec == GradCodec::terngrad ? Kind::ternary
+                : options_.codec == GradCodec::qsgd     ? Kind::qsgd
+                                                        : Kind::sign;
     ternary_.push_back(ternary);
+    kind_.push_back(kind);
     layer_params_.push_back(p);
-    payload_size_.push_back(kHeaderBytes + (ternary ? body_bytes(p.packing, layers_[t].numel) : 4 * layers_[t].numel));
+    std::size_t n = layers_[t].numel;
+    switch (kind) {
+      case Kind::ternary: payload_size_.push_back(kHeaderBytes + body_bytes(p.packing, n)); break;
+      case Kind::qsgd: payload_size_.push_back(qsgd_payload_bytes(n, options_.qsgd_levels)); break;
+      case Kind::sign: payload_size_.push_back(sign_payload_bytes(n)); break;
+      case Kind::float32: payload_size_.push_back(float_allreduce() ? 4 * n : kHeaderBytes + 4 * n); break;
+    }
   }
+}
+
+bool GradientExchange::float_allreduce() const {
+  return options_.codec == GradCodec::float32 && options_.float_exchange == FloatExchange::allreduce;
+}
+
+WireBytes GradientExchange::step_bytes(int workers) const {
+  if (float_allreduce()) {
+    std::uint64_t values = 1;  // the loss rides along
+    for (const auto& l : layers_) values += l.numel;
+    return ring_allreduce_bytes(4 * values, workers);
+  }
+  std::uint64_t buffer = kLossBytes;
+  for (std::size_t n : payload_size_) buffer += n;
+  WireBytes b = allgather_bytes(buffer, workers);
+  if (options_.codec == GradCodec::terngrad) {  // the max-allreduce of one scalar per tensor
+    WireBytes s = ring_allreduce_bytes(4 * static_cast<std::uint64_t>(layers_.size()), workers);
+    b.uplink += s.uplink;
+    b.downlink += s.downlink;
+  }
+  return b;
+}
+
+std::span<const float> GradientExchange::residual(std::size_t worker, std::size_t t) const {
+  if (worker >= residual_.size() || residual_[worker].empty()) return {};
+  return residual_[worker].at(t);
 }
 
 std::vector<float> GradientExchange::local_scalars(const std::vector<std::span<const float>>& grads) const {
@@ -103,7 +175,7 @@ void GradientExchange::finish_scalars(std::vector<float>& shared) const {
 
 std::vector<std::uint8_t> GradientExchange::encode_worker(const std::vector<std::span<const float>>& grads,
                                                           float loss, const std::vector<float>& shared,
-                                                          std::uint32_t worker, std::uint32_t step) const {
+                                                          std::uint32_t worker, std::uint32_t step) {
   std::size_t total = kLossBytes;
   for (std::size_t n : payload_size_) total += n;
   std::vector<std::uint8_t> buf(total);
@@ -111,8 +183,25 @@ std::vector<std::uint8_t> GradientExchange::encode_worker(const std::vector<std:
   std::memcpy(&bits, &loss, 4);
   for (int b = 0; b < 4; ++b) buf[b] = static_cast<std::uint8_t>(bits >> (8 * b));
   std::size_t at = kLossBytes;
+  if (options_.codec == GradCodec::signsgd_ef) {
+    if (residual_.size() <= worker) residual_.resize(worker + 1);
+    if (residual_[worker].empty())
+      for (const auto& l : layers_) residual_[worker].emplace_back(l.numel, 0.0f);
+  }
   for (std::size_t t = 0; t < layers_.size(); ++t) {
-    StreamKey key{options_.seed, worker, static_cast<std::uint32_t>(t), step};
+    const auto tensor = static_cast<std::uint32_t>(t);
+    if (kind_[t] == Kind::qsgd) {
+      StreamKey key{options_.seed, worker, kQsgdTensorBase + tensor, step};
+      qsgd_encode(grads[t], options_.qsgd_levels, key, tensor, std::span(buf).subspan(at, payload_size_[t]));
+      at += payload_size_[t];
+      continue;
+    }
+    if (kind_[t] == Kind::sign) {
+      signsgd_ef_encode(grads[t], residual_[worker][t], tensor, std::span(buf).subspan(at, payload_size_[t]));
+      at += payload_size_[t];
+      continue;
+    }
+    StreamKey key{options_.seed, worker, tensor, step};
     std::vector<std::uint8_t> p = ternary_[t] ? encode_with_scalar(*codec_, grads[t], layer_params_[t], key, shared[t])
                                               : encode(*codec_, grads[t], layer_params_[t], key);
     if (p.size() != payload_size_[t])
@@ -145,6 +234,9 @@ std::vector<std::vector<float>> GradientExchange::combine(const std::vector<std:
       std::memcpy(&loss, &bits, 4);
       stats->worker_losses.push_back(loss);
     }
+    double sum = 0.0;
+    for (float l : stats->worker_losses) sum += l;
+    stats->loss = sum / static_cast<double>(workers);
   }
   std::size_t at = kLossBytes;
   for (std::size_t t = 0; t < layers_.size(); ++t) {
@@ -168,13 +260,28 @@ std::vector<std::vector<float>> GradientExchange::combine(const std::vector<std:
       ls.sparsity = total > 0 ? 1.0 - static_cast<double>(nonzero) / total : 0.0;
       ls.scalar = shared[t];
     } else {
-      // Float tensors: sum in worker order in double, then divide, so every rank gets the same bits.
+      // Float, QSGD and sign tensors: decode, sum in worker order in double, then divide, so every
+      // rank gets the same bits.
       std::vector<double> sum(layers_[t].numel, 0.0);
+      std::vector<float> values(layers_[t].numel);
+      std::uint64_t zeros = 0;
       for (const auto& p : payloads) {
-        Decoded d = decode(*codec_, p);
-        if (d.values.size() != sum.size())
-          throw std::runtime_error("tensor " + layers_[t].name + ": float payload has the wrong element count");
-        for (std::size_t k = 0; k < sum.size(); ++k) sum[k] += d.values[k];
+        if (kind_[t] == Kind::qsgd) {
+          qsgd_decode(p, options_.qsgd_levels, values);
+          for (float v : values) zeros += v == 0.0f;
+        } else if (kind_[t] == Kind::sign) {
+          sign_decode(p, values);
+        } else {
+          Decoded d = decode(*codec_, p);
+          if (d.values.size() != sum.size())
+            throw std::runtime_error("tensor " + layers_[t].name + ": float payload has the wrong element count");
+          values = std::move(d.values);
+        }
+        for (std::size_t k = 0; k < sum.size(); ++k) sum[k] += values[k];
+      }
+      if (kind_[t] == Kind::qsgd) {  // fraction of zero levels, mean over workers
+        double total = static_cast<double>(layers_[t].numel) * static_cast<double>(workers);
+        ls.sparsity = total > 0 ? static_cast<double>(zeros) / total : 0.0;
       }
       out[t].resize(sum.size());
       for (std::size_t k = 0; k < sum.size(); ++k) out[t][k] = static_cast<float>(sum[k] / static_cast<double>(workers));
@@ -187,10 +294,29 @@ std::vector<std::vector<float>> GradientExchange::combine(const std::vector<std:
 
 std::vector<std::vector<float>> GradientExchange::simulate(const std::vector<std::vector<std::span<const float>>>& grads,
                                                            const std::vector<float>& losses, std::uint32_t step,
-                                                           StepStats* stats) const {
+                                                           StepStats* stats) {
   if (grads.empty()) throw std::invalid_argument("simulation with zero workers");
   if (losses.size() != grads.size()) throw std::invalid_argument("one loss per worker expected");
+  const int workers = static_cast<int>(grads.size());
   auto t0 = Clock::now();
+  if (float_allreduce()) {
+    // The allreduce's sum, in worker order in float32 (for 2 workers the same bits as any order).
+    std::vector<float> sum = flat_floats(grads[0], losses[0]);
+    for (std::size_t w = 1; w < grads.size(); ++w) {
+      std::vector<float> mine = flat_floats(grads[w], losses[w]);
+      for (std::size_t k = 0; k < sum.size(); ++k) sum[k] += mine[k];
+    }
+    double encode_s = seconds_since(t0);
+    auto t1 = Clock::now();
+    auto out = unflatten_mean(sum, workers, stats);
+    if (stats) {
+      stats->encode_s = encode_s;
+      stats->wait_s = stats->wire_s = stats->comm_s = 0.0;
+      stats->decode_s = seconds_since(t1);
+      stats->wire = step_bytes(workers);
+    }
+    return out;
+  }
   std::vector<float> shared(layers_.size(), 0.0f);
   for (const auto& g : grads) {
     std::vector<float> s = local_scalars(g);
@@ -205,28 +331,92 @@ std::vector<std::vector<float>> GradientExchange::simulate(const std::vector<std
   auto out = combine(buffers, shared, stats);
   if (stats) {
     stats->encode_s = encode_s;
-    stats->comm_s = 0.0;
+    stats->wait_s = stats->wire_s = stats->comm_s = 0.0;
     stats->decode_s = seconds_since(t1);
+    stats->wire = step_bytes(workers);
+  }
+  return out;
+}
+
+std::vector<float> GradientExchange::flat_floats(const std::vector<std::span<const float>>& grads, float loss) const {
+  if (grads.size() != layers_.size())
+    throw std::invalid_argument("worker sent " + std::to_string(grads.size()) + " tensors, the model has " +
+                                std::to_string(layers_.size()));
+  std::vector<float> flat;
+  for (std::size_t t = 0; t < layers_.size(); ++t) {
+    if (grads[t].size() != layers_[t].numel)
+      throw std::invalid_argument("tensor " + layers_[t].name + " has " + std::to_string(grads[t].size()) +
+                                  " elements, expected " + std::to_string(layers_[t].numel));
+    for (std::size_t k = 0; k < grads[t].size(); ++k)
+      if (!std::isfinite(grads[t][k])) throw NonFiniteError(static_cast<std::uint32_t>(t), k, grads[t][k]);
+    flat.insert(flat.end(), grads[t].begin(), grads[t].end());
+  }
+  flat.push_back(loss);
+  return flat;
+}
+
+std::vector<std::vector<float>> GradientExchange::unflatten_mean(const std::vector<float>& sum, int workers,
+                                                                 StepStats* stats) const {
+  const auto n = static_cast<float>(workers);
+  std::vector<std::vector<float>> out(layers_.size());
+  std::size_t at = 0;
+  if (stats) stats->layers.assign(layers_.size(), LayerStats{});
+  for (std::size_t t = 0; t < layers_.size(); ++t) {
+    out[t].resize(layers_[t].numel);
+    for (std::size_t k = 0; k < out[t].size(); ++k) out[t][k] = sum[at + k] / n;
+    at += layers_[t].numel;
+    if (stats) {
+      stats->layers[t].payload_bytes = payload_size_[t];
+      stats->layers[t].float_bytes = 4 * layers_[t].numel;
+    }
+  }
+  if (stats) {
+    stats->worker_losses.clear();
+    stats->loss = static_cast<double>(sum[at] / n);
   }
   return out;
 }
 
 std::vector<std::vector<float>> GradientExchange::exchange(const std::vector<std::span<const float>>& mine, float loss,
                                                            Transport& transport, std::uint32_t step,
-                                                           StepStats* stats) const {
+                                                           StepStats* stats) {
+  const int workers = transport.world_size();
+  double wait_s = 0.0, wire_s = 0.0;
+  // Each collective: a barrier first (time spent waiting for the slowest rank), then the collective.
+  auto collective = [&](auto&& op) {
+    auto tb = Clock::now();
+    transport.barrier();
+    wait_s += seconds_since(tb);
+    auto tw = Clock::now();
+    op();
+    wire_s += seconds_since(tw);
+  };
   auto t0 = Clock::now();
+  if (float_allreduce()) {
+    std::vector<float> sum = flat_floats(mine, loss);
+    double encode_s = seconds_since(t0);
+    collective([&] { transport.allreduce_sum(sum); });
+    auto td = Clock::now();
+    auto out = unflatten_mean(sum, workers, stats);
+    if (stats) {
+      stats->encode_s = encode_s;
+      stats->wait_s = wait_s;
+      stats->wire_s = wire_s;
+      stats->comm_s = wait_s + wire_s;
+      stats->decode_s = seconds_since(td);
+      stats->wire = step_bytes(workers);
+    }
+    return out;
+  }
   std::vector<float> shared = local_scalars(mine);
   double encode_s = seconds_since(t0);
-  auto tc = Clock::now();
-  if (options_.codec == GradCodec::terngrad) transport.allreduce_max(shared);  // the max over workers
-  double comm_s = seconds_since(tc);
+  if (options_.codec == GradCodec::terngrad) collective([&] { transport.allreduce_max(shared); });  // the max over workers
   auto te = Clock::now();
   finish_scalars(shared);
   std::vector<std::uint8_t> buf = encode_worker(mine, loss, shared, static_cast<std::uint32_t>(transport.rank()), step);
   encode_s += seconds_since(te);
-  tc = Clock::now();
-  std::vector<std::vector<std::uint8_t>> buffers = transport.allgather(buf);
-  comm_s += seconds_since(tc);
+  std::vector<std::vector<std::uint8_t>> buffers;
+  collective([&] { buffers = transport.allgather(buf); });
   if (static_cast<int>(buffers.size()) != transport.world_size())
     throw std::runtime_error("allgather returned " + std::to_string(buffers.size()) + " buffers for " +
                              std::to_string(transport.world_size()) + " ranks");
@@ -234,8 +424,11 @@ std::vector<std::vector<float>> GradientExchange::exchange(const std::vector<std
   auto out = combine(buffers, shared, stats);
   if (stats) {
     stats->encode_s = encode_s;
-    stats->comm_s = comm_s;
+    stats->wait_s = wait_s;
+    stats->wire_s = wire_s;
+    stats->comm_s = wait_s + wire_s;
     stats->decode_s = seconds_since(td);
+    stats->wire = step_bytes(workers);
   }
   return out;
 }

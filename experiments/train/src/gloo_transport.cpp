@@ -77,6 +77,20 @@ class GlooTransport : public Transport {
     std::memcpy(values.data(), v[0].data_ptr<float>(), values.size() * sizeof(float));
   }
 
+  // Gloo's CPU allreduce (ring-based); its summation order is Gloo's, not rank order.
+  void allreduce_sum(std::span<float> values) override {
+    auto t = torch::from_blob(values.data(), {static_cast<long>(values.size())}, torch::kFloat32).clone();
+    std::vector<at::Tensor> v{t};
+    c10d::AllreduceOptions ao;
+    ao.reduceOp = c10d::ReduceOp::SUM;
+    run("allreduce(sum)", [&] { return pg_->allreduce(v, ao); });
+    std::memcpy(values.data(), v[0].data_ptr<float>(), values.size() * sizeof(float));
+  }
+
+  void barrier() override {
+    run("barrier", [&] { return pg_->barrier(); });
+  }
+
   std::vector<std::vector<std::uint8_t>> allgather(std::span<const std::uint8_t> mine) override {
     auto in = torch::empty({static_cast<long>(mine.size())}, torch::kUInt8);
     std::memcpy(in.data_ptr<std::uint8_t>(), mine.data(), mine.size());

@@ -16,7 +16,8 @@ struct RendezvousOptions {
   double timeout_s = 60.0;      // rendezvous and every collective
 };
 
-/// A transport with a barrier-free allgather of byte buffers and a float max-allreduce. Every
+/// A transport with a barrier-free allgather of byte buffers, float max- and sum-allreduces and a
+/// barrier (used to measure the wait for the slowest rank apart from wire time). Every
 /// failure (peer closed the connection, timeout, store gone) becomes std::runtime_error naming
 /// the rank, the operation and the bound.
 std::unique_ptr<Transport> make_gloo_transport(const RendezvousOptions& options);

@@ -1,6 +1,7 @@
 // terngrad-bench: the files a training run writes (no LibTorch): steps.csv (per step), layers.csv (per
-// ternary tensor per step), evals.csv (test curve), run.json (settings, data, totals, per-layer table)
-// and, on request, weights.f32 (final parameters, raw little-endian float32). Each is written atomically.
+// ternary tensor per step), evals.csv (test curve), ranks.csv (multi-process: every rank's time split
+// per step), run.json (settings, data, totals, per-layer table) and, on request, weights.f32 (final
+// parameters, raw little-endian float32). Each is written atomically.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -43,12 +44,26 @@ std::string earlier_rows(const std::string& path, const std::string& header, lon
 void write_outputs(const std::string& dir, const TrainConfig& c, const TrainResult& r) {
   std::ostringstream steps;
   steps.precision(9);
-  const std::string steps_header = "step,loss,lr,compute_s,encode_s,comm_s,decode_s,optimizer_s,payload_bytes,float_bytes\n";
+  const std::string steps_header =
+      "step,loss,lr,compute_s,encode_s,comm_s,decode_s,optimizer_s,payload_bytes,float_bytes,wait_s,wire_s,"
+      "uplink_bytes,downlink_bytes\n";
   steps << steps_header << earlier_rows(dir + "/steps.csv", steps_header, r.start_step, r.start_step);
   for (const auto& s : r.step_records)
     steps << s.step << ',' << s.loss << ',' << s.lr << ',' << s.compute_s << ',' << s.encode_s << ',' << s.comm_s << ','
-          << s.decode_s << ',' << s.optimizer_s << ',' << s.payload_bytes << ',' << s.float_bytes << '\n';
+          << s.decode_s << ',' << s.optimizer_s << ',' << s.payload_bytes << ',' << s.float_bytes << ',' << s.wait_s << ','
+          << s.wire_s << ',' << s.uplink_bytes << ',' << s.downlink_bytes << '\n';
   tg::write_file_atomic(dir + "/steps.csv", steps.str());
+
+  if (!r.rank_records.empty()) {
+    std::ostringstream ranks;
+    ranks.precision(9);
+    const std::string ranks_header = "step,rank,compute_s,encode_s,wait_s,wire_s,decode_s,optimizer_s\n";
+    ranks << ranks_header << earlier_rows(dir + "/ranks.csv", ranks_header, r.start_step, r.start_step);
+    for (const auto& t : r.rank_records)
+      ranks << t.step << ',' << t.rank << ',' << t.compute_s << ',' << t.encode_s << ',' << t.wait_s << ',' << t.wire_s
+            << ',' << t.decode_s << ',' << t.optimizer_s << '\n';
+    tg::write_file_atomic(dir + "/ranks.csv", ranks.str());
+  }
 
   std::ostringstream layers;
   layers.precision(9);
@@ -69,15 +84,33 @@ void write_outputs(const std::string& dir, const TrainConfig& c, const TrainResu
   j["config"] = {{"model", c.model}, {"data", c.data}, {"data_dir", c.data_dir}, {"train_limit", c.train_limit},
                  {"test_limit", c.test_limit}, {"codec", c.codec}, {"packing", c.packing}, {"layerwise", c.layerwise},
                  {"clip", c.clip}, {"c", c.c}, {"float_below", c.float_below}, {"quantize_last", c.quantize_last},
+                 {"qsgd_levels", c.qsgd_levels}, {"float_exchange", c.float_exchange},
                  {"optimizer", c.optimizer}, {"lr", c.lr}, {"momentum", c.momentum}, {"weight_decay", c.weight_decay},
+                 {"weight_decay_in", c.weight_decay_in},
                  {"lr_policy", c.lr_policy}, {"gamma", c.gamma}, {"power", c.power}, {"step_size", c.step_size},
                  {"batch", c.batch}, {"workers", r.workers}, {"steps", r.steps}, {"seed", c.seed}, {"threads", c.threads},
                  {"mode", c.world_size > 0 ? "c10d-gloo" : "simulation"}, {"resume", c.resume}};
   j["data_description"] = r.data_description;
   j["start_step"] = r.start_step;
   j["steps_done"] = r.step_records.size();
-  j["time_s"] = {{"compute", r.compute_s}, {"encode", r.encode_s}, {"communicate", r.comm_s}, {"decode", r.decode_s},
-                 {"optimizer", r.optimizer_s}, {"wall", r.wall_s}};
+  j["time_s"] = {{"compute", r.compute_s}, {"encode", r.encode_s}, {"communicate", r.comm_s}, {"wait", r.wait_s},
+                 {"wire", r.wire_s}, {"decode", r.decode_s}, {"optimizer", r.optimizer_s}, {"wall", r.wall_s}};
+  if (!r.rank_records.empty()) {  // totals per rank over this run's steps
+    std::vector<nlohmann::json> per_rank;
+    for (const auto& t : r.rank_records) {
+      while (per_rank.size() <= static_cast<std::size_t>(t.rank))
+        per_rank.push_back({{"rank", per_rank.size()}, {"compute", 0.0}, {"encode", 0.0}, {"wait", 0.0}, {"wire", 0.0},
+                            {"decode", 0.0}, {"optimizer", 0.0}});
+      auto& p = per_rank[static_cast<std::size_t>(t.rank)];
+      p["compute"] = p["compute"].get<double>() + t.compute_s;
+      p["encode"] = p["encode"].get<double>() + t.encode_s;
+      p["wait"] = p["wait"].get<double>() + t.wait_s;
+      p["wire"] = p["wire"].get<double>() + t.wire_s;
+      p["decode"] = p["decode"].get<double>() + t.decode_s;
+      p["optimizer"] = p["optimizer"].get<double>() + t.optimizer_s;
+    }
+    j["time_s_per_rank"] = per_rank;
+  }
   j["final_test_accuracy"] = r.final_test_accuracy;
   nlohmann::json ev = nlohmann::json::array();
   for (const auto& e : r.evals)
@@ -94,7 +127,8 @@ void write_outputs(const std::string& dir, const TrainConfig& c, const TrainResu
   }
   j["layers"] = ls;
   j["bytes_per_worker_step"] = {{"payload_all", all_payload}, {"float32_all", all_float},
-                                {"payload_ternary_layers", tern_payload}, {"float32_ternary_layers", tern_float}};
+                                {"payload_ternary_layers", tern_payload}, {"float32_ternary_layers", tern_float},
+                                {"uplink", r.uplink_bytes}, {"downlink", r.downlink_bytes}};
   if (c.live_check.every > 0)
     j["live_check"] = {{"every", c.live_check.every}, {"draws", c.live_check.draws}, {"alpha_total", c.live_check.alpha_total},
                        {"layers", c.live_check.layers}, {"fail", c.live_check.fail}, {"checks", r.live_checks},

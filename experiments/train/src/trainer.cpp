@@ -1,5 +1,6 @@
-// terngrad-bench: the training loop (LibTorch): data, model, per-worker gradients, the TernGrad
-// exchange (simulated workers or c10d/Gloo ranks), optimizer, evaluation, checkpoints, outputs.
+// terngrad-bench: the training loop (LibTorch): data, model, per-worker gradients, the gradient
+// exchange (float, TernGrad, QSGD, EF-SignSGD; simulated workers or c10d/Gloo ranks), optimizer,
+// evaluation, checkpoints, outputs.
 // Entry point: tg::train::run_training (trainer.hpp); `terngrad train --help` lists the options.
 #include <torch/torch.h>
 
@@ -22,6 +23,7 @@
 #include "tg/train/data.hpp"
 #include "tg/train/exchange.hpp"
 #include "tg/train/live_check.hpp"
+#include "tg/train/tensor_data.hpp"
 #include "tg/train/trainer.hpp"
 
 namespace tg::train {
@@ -51,8 +53,8 @@ bool is_imagenet_model(const std::string& m) { return m == "alexnet" || m == "go
 
 Dataset load_data(const TrainConfig& c) {
   Dataset d;
-  if (is_imagenet_model(c.model) && c.data != "synthetic")
-    throw std::invalid_argument("model " + c.model + " runs on synthetic ImageNet-shaped data only (--data synthetic)");
+  if (is_imagenet_model(c.model) && c.data != "synthetic" && c.data != "tensor")
+    throw std::invalid_argument("model " + c.model + " runs on --data tensor (a preprocessed ImageNet-style folder) or --data synthetic");
   if (c.data == "fashion-mnist" || c.data == "mnist") {
     std::string dir = c.data_dir.empty() ? std::string(kFashionMnistDir) : c.data_dir;
     if (c.data == "mnist" && c.data_dir.empty()) throw std::invalid_argument("--data mnist needs --data-dir");
@@ -62,6 +64,18 @@ Dataset load_data(const TrainConfig& c) {
     if (c.data_dir.empty()) throw std::invalid_argument("--data cifar10 needs --data-dir (a cifar-10-batches-bin folder)");
     d.train = load_cifar10_dir(c.data_dir, true, c.train_limit);
     d.test = load_cifar10_dir(c.data_dir, false, c.test_limit);
+  } else if (c.data == "tensor") {
+    if (c.data_dir.empty()) throw std::invalid_argument("--data tensor needs --data-dir (a folder with tensors.txt)");
+    d.train = load_tensor_dir(c.data_dir, true, c.train_limit);
+    d.test = load_tensor_dir(c.data_dir, false, c.test_limit);
+    if (is_imagenet_model(c.model)) {
+      ModelInput in = imagenet_input(c.model);
+      if (d.train.channels != in.channels || d.train.height != in.height || d.train.width != in.width)
+        throw std::invalid_argument("model " + c.model + " takes " + std::to_string(in.channels) + "x" +
+                                    std::to_string(in.height) + "x" + std::to_string(in.width) + " images; " + c.data_dir +
+                                    " holds " + std::to_string(d.train.channels) + "x" + std::to_string(d.train.height) +
+                                    "x" + std::to_string(d.train.width));
+    }
   } else if (c.data == "synthetic") {
     std::size_t n = std::max<std::size_t>(2 * static_cast<std::size_t>(c.batch), c.train_limit);
     if (is_imagenet_model(c.model)) {
@@ -74,7 +88,7 @@ Dataset load_data(const TrainConfig& c) {
       d.test = synthetic_images(std::max<std::size_t>(c.test_limit, 64), ch, hw, hw, 10, c.seed + 1);
     }
   } else {
-    throw std::invalid_argument("data '" + c.data + "' is not one of: fashion-mnist, mnist, cifar10, synthetic");
+    throw std::invalid_argument("data '" + c.data + "' is not one of: fashion-mnist, mnist, cifar10, tensor, synthetic");
   }
   if (d.train.count == 0 || d.test.count == 0) throw std::invalid_argument("empty training or test set");
   std::string how;
@@ -97,7 +111,11 @@ Dataset load_data(const TrainConfig& c) {
 }
 
 ModelInput model_input(const TrainConfig& c, const Dataset& d) {
-  if (d.prep == Prep::imagenet) return imagenet_input(c.model);
+  if (d.prep == Prep::imagenet) {
+    ModelInput in = imagenet_input(c.model);
+    if (c.data == "tensor") in.classes = d.train.classes;
+    return in;
+  }
   if (d.prep == Prep::cifar) return {d.train.channels, d.crop, d.crop, d.train.classes};
   return {d.train.channels, d.train.height, d.train.width, d.train.classes};
 }
@@ -112,7 +130,7 @@ torch::Tensor make_images(const Dataset& d, const ImageSet& set, const std::vect
     std::size_t n = set.image_bytes();
     float shift = d.prep == Prep::imagenet ? 0.5f : 0.0f;
     for (std::size_t i = 0; i < idx.size(); ++i) {
-      const std::uint8_t* p = set.pixels.data() + idx[i] * n;
+      const std::uint8_t* p = set.pixel_data() + idx[i] * n;
       for (std::size_t k = 0; k < n; ++k) out[i * n + k] = static_cast<float>(p[k]) / 255.0f - shift;
     }
     return x;
@@ -130,7 +148,7 @@ torch::Tensor make_images(const Dataset& d, const ImageSet& set, const std::vect
       ox = static_cast<int>((h >> 20) % static_cast<std::uint64_t>(PW - S + 1));
       flip = ((h >> 40) & 1u) != 0;
     }
-    const std::uint8_t* p = set.pixels.data() + idx[i] * set.image_bytes();
+    const std::uint8_t* p = set.pixel_data() + idx[i] * set.image_bytes();
     float* o = out + i * per;
     double sum = 0.0, sumsq = 0.0;
     for (int ch = 0; ch < C; ++ch)
@@ -189,16 +207,26 @@ double learning_rate(const TrainConfig& c, long step) {
   throw std::invalid_argument("lr policy '" + c.lr_policy + "' is not one of: fixed, inv, step");
 }
 
+// Weight decay in the optimizer only with --weight-decay-in update; in the loss otherwise (decay_in_loss).
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<torch::Tensor> params) {
+  const double wd = c.weight_decay_in == "update" ? c.weight_decay : 0.0;
   if (c.optimizer == "sgd" || c.optimizer == "momentum") {
-    auto o = torch::optim::SGDOptions(c.lr).weight_decay(c.weight_decay).momentum(c.optimizer == "sgd" ? 0.0 : c.momentum);
+    auto o = torch::optim::SGDOptions(c.lr).weight_decay(wd).momentum(c.optimizer == "sgd" ? 0.0 : c.momentum);
     return std::make_unique<torch::optim::SGD>(params, o);
   }
   if (c.optimizer == "adam") {
-    auto o = torch::optim::AdamOptions(c.lr).betas({c.adam_beta1, c.adam_beta2}).eps(c.adam_eps).weight_decay(c.weight_decay);
+    auto o = torch::optim::AdamOptions(c.lr).betas({c.adam_beta1, c.adam_beta2}).eps(c.adam_eps).weight_decay(wd);
     return std::make_unique<torch::optim::Adam>(params, o);
   }
   throw std::invalid_argument("optimizer '" + c.optimizer + "' is not one of: sgd, momentum, adam");
+}
+
+// With --weight-decay-in loss, the parameters whose L2 term wd/2 ||w||^2 is in the loss, as in the
+// authors' TensorFlow models: every conv and fc weight (not the biases); CifarNet (the TF CIFAR-10
+// tutorial net): the weights of local3 and local4 only.
+bool decay_in_loss(const std::string& model, const std::string& name, const torch::Tensor& p) {
+  if (model == "cifarnet") return name == "local3.weight" || name == "local4.weight";
+  return p.dim() >= 2;
 }
 
 std::string fingerprint(const TrainConfig& c, int workers) {
@@ -206,7 +234,9 @@ std::string fingerprint(const TrainConfig& c, int workers) {
   s << c.model << '|' << c.data << '|' << c.train_limit << '|' << c.codec << '|' << c.packing << '|' << c.layerwise << '|'
     << c.clip << '|' << c.c << '|' << c.float_below << '|' << c.quantize_last << '|' << c.optimizer << '|' << c.lr << '|'
     << c.momentum << '|' << c.weight_decay << '|' << c.lr_policy << '|' << c.gamma << '|' << c.power << '|' << c.step_size
-    << '|' << c.batch << '|' << workers << '|' << c.seed;
+    << '|' << c.batch << '|' << workers << '|' << c.seed << '|' << c.weight_decay_in;
+  if (c.codec == "qsgd") s << "|qsgd-levels " << c.qsgd_levels;
+  if (c.codec == "float") s << '|' << c.float_exchange;
   return s.str();
 }
 
@@ -220,7 +250,7 @@ std::uint64_t hash_weights(const std::vector<float>& w) {
 std::vector<float> flat_weights(Net& model) {
   std::vector<float> out;
   for (const auto& p : model.parameters()) {
-    auto c = p.detach().contiguous();
+    auto c = p.detach().to(torch::kCPU).contiguous();
     const float* d = c.data_ptr<float>();
     out.insert(out.end(), d, d + c.numel());
   }
@@ -231,7 +261,7 @@ struct Evaluation {
   double loss = 0.0, accuracy = 0.0;
 };
 
-Evaluation evaluate(Net& model, const Dataset& d) {
+Evaluation evaluate(Net& model, const Dataset& d, const torch::Device& dev) {
   torch::NoGradGuard no_grad;
   model.eval();
   double loss = 0.0;
@@ -240,8 +270,8 @@ Evaluation evaluate(Net& model, const Dataset& d) {
   for (std::size_t start = 0; start < d.test.count; start += chunk) {
     std::vector<std::size_t> idx;
     for (std::size_t i = start; i < std::min(d.test.count, start + chunk); ++i) idx.push_back(i);
-    auto x = make_images(d, d.test, idx, idx, false, 0);
-    auto y = make_labels(d.test, idx);
+    auto x = make_images(d, d.test, idx, idx, false, 0).to(dev);
+    auto y = make_labels(d.test, idx).to(dev);
     auto logits = model.forward(x);
     loss += torch::nn::functional::cross_entropy(logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
                 .item<double>();
@@ -311,6 +341,24 @@ void progress_bar(long step, long total, double loss, double acc, double img_per
   std::fflush(stderr);
 }
 
+// Every rank's time split of every step, gathered once at the end of a multi-process run (one
+// allgather of 6 doubles per step; every rank ran the same steps).
+std::vector<RankStepTimes> gather_rank_times(Transport& transport, const std::vector<StepRecord>& mine) {
+  std::vector<double> v;
+  for (const auto& s : mine) v.insert(v.end(), {s.compute_s, s.encode_s, s.wait_s, s.wire_s, s.decode_s, s.optimizer_s});
+  std::vector<std::uint8_t> bytes(v.size() * sizeof(double));
+  if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
+  auto all = transport.allgather(bytes);
+  std::vector<RankStepTimes> out;
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    for (std::size_t r = 0; r < all.size(); ++r) {
+      double d[6];
+      std::memcpy(d, all[r].data() + i * sizeof d, sizeof d);
+      out.push_back({mine[i].step, static_cast<int>(r), d[0], d[1], d[2], d[3], d[4], d[5]});
+    }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> model_names() { return {"lenet", "cifarnet", "alexnet", "googlenet", "vgga"}; }
@@ -326,17 +374,33 @@ TrainResult run_training(const TrainConfig& c) {
   if (c.threads < 1) throw std::invalid_argument("threads must be at least 1");
   torch::set_num_threads(c.threads);
   learning_rate(c, 0);  // validates the policy before any work
+  torch::Device device(torch::kCPU);
+  if (c.device == "cuda") {
+    if (!torch::cuda::is_available())
+      throw std::invalid_argument("--device cuda: this LibTorch build has no CUDA support or sees no GPU; use --device cpu");
+    const int gpus = static_cast<int>(torch::cuda::device_count());
+    device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(c.world_size > 0 ? c.rank % gpus : 0));
+  } else if (c.device != "cpu") {
+    throw std::invalid_argument("device '" + c.device + "' is not one of: cpu, cuda");
+  }
+  if (c.weight_decay_in != "loss" && c.weight_decay_in != "update")
+    throw std::invalid_argument("weight decay '" + c.weight_decay_in + "' is not one of: loss, update");
+  if (c.codec == "signsgd-ef" && !c.resume.empty())
+    throw std::invalid_argument("--resume with --codec signsgd-ef: the error-feedback residuals are not saved in checkpoints");
 
   Dataset data = load_data(c);
-  torch::manual_seed(c.seed);
+  torch::manual_seed(c.seed);  // initialization on the CPU, then moved: the same weights on every device
   std::shared_ptr<Net> model = make_model(c.model, model_input(c, data));
+  model->to(device);
   model->train();
 
   std::vector<torch::Tensor> params;
   std::vector<LayerInfo> layers;
   std::vector<std::string> module_of;
+  std::vector<bool> decayed;  // weight decay in the loss (--weight-decay-in loss)
   for (const auto& item : model->named_parameters()) {
     params.push_back(item.value());
+    decayed.push_back(c.weight_decay_in == "loss" && c.weight_decay > 0.0 && decay_in_loss(c.model, item.key(), item.value()));
     layers.push_back({item.key(), static_cast<std::size_t>(item.value().numel())});
     module_of.push_back(item.key().substr(0, item.key().rfind('.')));
   }
@@ -353,6 +417,8 @@ TrainResult run_training(const TrainConfig& c) {
   xo.quantize_last = c.quantize_last;
   xo.last_layer_from = last_from;
   xo.seed = c.seed;
+  xo.qsgd_levels = c.qsgd_levels;
+  xo.float_exchange = parse_float_exchange(c.float_exchange);
   std::shared_ptr<const Codec> codec = make_exchange_codec(c.fault_codec);
   GradientExchange exchange(layers, xo, codec);
 
@@ -404,7 +470,7 @@ TrainResult run_training(const TrainConfig& c) {
   };
   auto do_eval = [&](long step) {
     if (!leader) return;
-    Evaluation e = evaluate(*model, data);
+    Evaluation e = evaluate(*model, data, device);
     r.evals.push_back({step, steps_since_eval ? loss_since_eval / steps_since_eval : 0.0, e.loss, e.accuracy});
     loss_since_eval = 0.0;
     steps_since_eval = 0;
@@ -433,17 +499,23 @@ TrainResult run_training(const TrainConfig& c) {
         idx.push_back(sampler.at(pos));
         salt.push_back(pos);
       }
-      auto x = make_images(data, data.train, idx, salt, true, c.seed);
-      auto y = make_labels(data.train, idx);
+      auto x = make_images(data, data.train, idx, salt, true, c.seed).to(device);
+      auto y = make_labels(data.train, idx).to(device);
       model->zero_grad();
       auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
       loss.backward();
       losses.push_back(loss.item<float>());
       std::vector<std::vector<float>> g;
-      for (const auto& p : params) {
+      for (std::size_t t = 0; t < params.size(); ++t) {
+        const auto& p = params[t];
         std::vector<float> v(static_cast<std::size_t>(p.numel()), 0.0f);
+        if (decayed[t]) {  // d/dw of wd/2 ||w||^2 joins the gradient that is exchanged
+          torch::NoGradGuard no_grad;
+          if (!p.grad().defined()) params[t].mutable_grad() = torch::zeros_like(p);
+          params[t].mutable_grad().add_(p.detach(), c.weight_decay);
+        }
         if (p.grad().defined()) {
-          auto gc = p.grad().contiguous();
+          auto gc = p.grad().to(torch::kCPU).contiguous();  // the exchange runs on the CPU
           std::memcpy(v.data(), gc.data_ptr<float>(), v.size() * sizeof(float));
         }
         g.push_back(std::move(v));
@@ -483,12 +555,14 @@ TrainResult run_training(const TrainConfig& c) {
     rec.optimizer_s = seconds_since(to);
     rec.encode_s = st.encode_s;
     rec.comm_s = st.comm_s;
+    rec.wait_s = st.wait_s;
+    rec.wire_s = st.wire_s;
     rec.decode_s = st.decode_s;
     rec.payload_bytes = st.payload_bytes();
     rec.float_bytes = st.float_bytes();
-    double loss_sum = 0.0;
-    for (float l : st.worker_losses) loss_sum += l;
-    rec.loss = loss_sum / static_cast<double>(st.worker_losses.size());
+    rec.uplink_bytes = st.wire.uplink;
+    rec.downlink_bytes = st.wire.downlink;
+    rec.loss = st.loss;
     if (!std::isfinite(rec.loss))
       throw std::runtime_error("training diverged: loss is " + std::to_string(rec.loss) + " at step " + std::to_string(step));
     loss_since_eval += rec.loss;
@@ -496,6 +570,10 @@ TrainResult run_training(const TrainConfig& c) {
     r.compute_s += rec.compute_s;
     r.encode_s += rec.encode_s;
     r.comm_s += rec.comm_s;
+    r.wait_s += rec.wait_s;
+    r.wire_s += rec.wire_s;
+    r.uplink_bytes = rec.uplink_bytes;
+    r.downlink_bytes = rec.downlink_bytes;
     r.decode_s += rec.decode_s;
     r.optimizer_s += rec.optimizer_s;
     r.step_records.push_back(rec);
@@ -535,6 +613,7 @@ TrainResult run_training(const TrainConfig& c) {
   if (r.evals.empty() && leader) do_eval(total);
   r.final_test_accuracy = leader && !r.evals.empty() ? r.evals.back().test_accuracy : 0.0;
   r.final_weights = flat_weights(*model);
+  if (distributed) r.rank_records = gather_rank_times(*transport, r.step_records);
   if (distributed && !ranks_agree(*transport, hash_weights(r.final_weights)))
     throw std::runtime_error("rank " + std::to_string(c.rank) + ": the ranks' final weights differ (non-deterministic gradients?)");
   r.live_checks = live.checks_run(), r.live_checks_failed = live.checks_failed(), r.live_check_s = live.seconds();

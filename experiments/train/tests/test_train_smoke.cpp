@@ -1,10 +1,16 @@
-// terngrad-bench: smoke test of LeNet training on a subset of Fashion-MNIST: float and TernGrad with 2
-// simulated workers learn; a resumed run ends with the uninterrupted run's weights; 2 c10d/Gloo ranks
-// started by `terngrad launch` end with the simulation's weights. Run: ctest -R tg_train_smoke_test
+// terngrad-bench: smoke test of LeNet training on a subset of Fashion-MNIST: float, TernGrad, QSGD and
+// EF-SignSGD with 2 simulated workers learn; a resumed run ends with the uninterrupted run's weights;
+// 2 c10d/Gloo ranks started by `terngrad launch` end with the simulation's weights for every codec
+// (float by allreduce and by allgather), and write the per-rank time split and the wire bytes; weight
+// decay in the loss reaches exactly the authors' tensors; AlexNet reads a tensor folder; --device cuda
+// runs or says why not.
+// Run: ctest -R tg_train_smoke_test
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <sys/wait.h>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +18,7 @@
 #include <numeric>
 
 #include "tg/train/data.hpp"
+#include "tg/train/tensor_data.hpp"
 #include "tg/train/trainer.hpp"
 
 namespace fs = std::filesystem;
@@ -55,9 +62,9 @@ fs::path temp_dir(const std::string& name) {
 // Margins: chance is 10% on 10 classes; LeNet after 120 steps of batch 64 reaches about 70% on
 // Fashion-MNIST, and a broken exchange (wrong sign, sum instead of mean, no update) stays near 10%
 // or diverges. The 1000 test images give a binomial standard error below 1.6 points.
-TEST(TrainSmoke, FloatAndTernGradLearnLeNet) {
+TEST(TrainSmoke, EveryCodecLearnsLeNet) {
   if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  for (const char* codec : {"float", "terngrad"}) {
+  for (const char* codec : {"float", "terngrad", "qsgd", "signsgd-ef"}) {
     auto r = tg::train::run_training(small_lenet(codec, 120));
     ASSERT_EQ(r.step_records.size(), 120u);
     double early = mean_loss(r, 0, 10), late = mean_loss(r, 100, 120);
@@ -100,22 +107,48 @@ TEST(TrainSmoke, ResumedRunEqualsUninterruptedRun) {
   fs::remove_all(d.parent_path());
 }
 
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Float by allreduce is bit-exact here because 2 ranks sum a + b in either order to the same bits.
 TEST(TrainSmoke, TwoGlooRanksMatchTheSimulation) {
   if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   fs::path d = temp_dir("gloo");
-  for (const char* codec : {"terngrad", "float"}) {
-    TrainConfig c = small_lenet(codec, 20);
+  struct Arm {
+    std::string name, codec, float_exchange;
+  };
+  for (const Arm& a : {Arm{"terngrad", "terngrad", "allreduce"}, Arm{"float-allreduce", "float", "allreduce"},
+                       Arm{"float-allgather", "float", "allgather"}, Arm{"qsgd", "qsgd", "allreduce"},
+                       Arm{"signsgd-ef", "signsgd-ef", "allreduce"}}) {
+    TrainConfig c = small_lenet(a.codec, 20);
+    c.float_exchange = a.float_exchange;
+    c.qsgd_levels = 3;
     auto sim = tg::train::run_training(c);
-    fs::path out = d / codec;
+    fs::path out = d / a.name;
     std::string cmd = std::string("timeout 120 ") + TG_TERNGRAD_EXE +
-                      " launch --nproc 2 --grace-s 10 -- --model lenet --codec " + codec +
-                      " --batch 64 --steps 20 --train-limit 8192 --test-limit 1000 --eval-every 0 --seed 3"
-                      " --timeout-s 60 --save-weights --out " + out.string() + " > " + (d / "log.txt").string() + " 2>&1";
+                      " launch --nproc 2 --grace-s 10 -- --model lenet --codec " + a.codec + " --float-exchange " +
+                      a.float_exchange + " --qsgd-levels 3 --batch 64 --steps 20 --train-limit 8192 --test-limit 1000"
+                      " --eval-every 0 --seed 3 --timeout-s 60 --save-weights --out " + out.string() + " > " +
+                      (d / "log.txt").string() + " 2>&1";
     int rc = std::system(cmd.c_str());
     ASSERT_EQ(rc, 0) << cmd << "\n(see " << (d / "log.txt").string() << ")";
     auto w = tg::train::read_weights_file((out / "weights.f32").string());
     ASSERT_EQ(w.size(), sim.final_weights.size());
-    EXPECT_EQ(0, std::memcmp(w.data(), sim.final_weights.data(), 4 * w.size())) << codec;
+    EXPECT_EQ(0, std::memcmp(w.data(), sim.final_weights.data(), 4 * w.size())) << a.name;
+    // Outputs of the multi-process run: the wait/wire split per step, every rank's split, the bytes.
+    std::string steps = read_text(out / "steps.csv");
+    EXPECT_NE(steps.find("wait_s,wire_s,uplink_bytes,downlink_bytes\n"), std::string::npos) << a.name;
+    std::string ranks = read_text(out / "ranks.csv");
+    EXPECT_EQ(std::count(ranks.begin(), ranks.end(), '\n'), 1 + 2 * 20) << a.name;
+    EXPECT_NE(read_text(out / "run.json").find("\"time_s_per_rank\""), std::string::npos) << a.name;
+    if (a.name == "float-allreduce") {  // ring allreduce of 2 ranks: the whole buffer (every value + the loss) each way
+      std::uint64_t numel = 0;
+      for (const auto& l : sim.layers) numel += l.numel;
+      EXPECT_EQ(sim.uplink_bytes, 4 * (numel + 1));
+      EXPECT_EQ(sim.downlink_bytes, 4 * (numel + 1));
+    }
   }
   fs::remove_all(d.parent_path());
 }
@@ -156,3 +189,90 @@ TEST(TrainSmoke, TwoGlooRanksResumeFromRankZerosCheckpoint) {
   fs::remove_all(d.parent_path());
 }
 
+
+// --data tensor end to end: AlexNet on a 4-image preprocessed folder (3x227x227, 1000 classes) for one
+// step; a folder of the wrong shape is refused before any training with one line and exit code 2.
+TEST(TrainSmoke, AlexNetReadsATensorFolder) {
+  fs::path d = temp_dir("tensor");
+  auto good = tg::train::synthetic_images(4, 3, 227, 227, 1000, 5);
+  tg::train::write_tensor_dir((d / "alexnet").string(), good, good);
+  auto small = tg::train::synthetic_images(2, 3, 224, 224, 1000, 5);
+  tg::train::write_tensor_dir((d / "small").string(), small, small);
+  std::string base = std::string(TG_TERNGRAD_EXE) + " train --model alexnet --data tensor --batch 2 --workers 2 --steps 1"
+                     " --eval-every 0 --no-progress --data-dir ";
+  std::string log = (d / "log.txt").string();
+  ASSERT_EQ(std::system((base + (d / "alexnet").string() + " > " + log + " 2>&1").c_str()), 0) << "see " << log;
+  std::string text = read_text(log);
+  EXPECT_NE(text.find("final test accuracy"), std::string::npos) << text;
+  EXPECT_NE(text.find("4 of 4 images, 3x227x227, 1000 classes"), std::string::npos) << text;
+  int rc = std::system((base + (d / "small").string() + " > " + log + " 2>&1").c_str());
+  EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 2) << rc;
+  text = read_text(log);
+  EXPECT_NE(text.find("model alexnet takes 3x227x227 images; "), std::string::npos) << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  fs::remove_all(d.parent_path());
+}
+
+// --device cuda: on a LibTorch build without CUDA (Debian's) one line naming the problem and exit code
+// 2; where CUDA is there, a short run that finishes. Only the first branch has run on these machines.
+TEST(TrainSmoke, DeviceCudaRunsOrSaysWhyNot) {
+  if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  fs::path d = temp_dir("cuda");
+  std::string log = (d / "log.txt").string();
+  std::string cmd = std::string(TG_TERNGRAD_EXE) + " train --device cuda --model lenet --batch 64 --workers 2 --steps 5"
+                    " --train-limit 512 --test-limit 100 --eval-every 0 --no-progress > " + log + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  std::string text = read_text(log);
+  ASSERT_TRUE(WIFEXITED(rc)) << rc;
+  if (WEXITSTATUS(rc) == 0) {
+    EXPECT_NE(text.find("final test accuracy"), std::string::npos) << text;
+  } else {
+    EXPECT_EQ(WEXITSTATUS(rc), 2) << text;
+    EXPECT_NE(text.find("--device cuda: this LibTorch build has no CUDA support or sees no GPU"), std::string::npos) << text;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  }
+  fs::remove_all(d.parent_path());
+}
+
+// --weight-decay-in, exactly, after one plain-SGD step on 1 worker (float codec: the exchanged mean of
+// one gradient is that gradient). loss: the decay wd w joins the gradient of the authors' decayed
+// tensors (LeNet: every weight; CifarNet: local3/local4 weights) before the exchange, so those tensors
+// get the bits of the update run (the optimizer adds wd w with the same float operation) and every
+// other tensor gets the bits of a run without weight decay.
+TEST(TrainSmoke, WeightDecayInTheLossDecaysTheAuthorsTensors) {
+  if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  for (const char* model : {"lenet", "cifarnet"}) {
+    auto run = [&](const char* where, double wd) {
+      TrainConfig c;
+      c.model = model;
+      c.codec = "float";
+      c.optimizer = "sgd";
+      c.lr_policy = "fixed";
+      c.lr = 0.05;
+      c.weight_decay = wd;
+      c.weight_decay_in = where;
+      c.workers = 1;
+      c.batch = 8;
+      c.steps = 1;
+      c.train_limit = 64;
+      c.test_limit = 10;
+      c.eval_every = 0;
+      return tg::train::run_training(c);
+    };
+    auto in_loss = run("loss", 0.1), in_update = run("update", 0.1), none = run("loss", 0.0);
+    std::size_t at = 0, decayed = 0;
+    for (const auto& l : in_loss.layers) {
+      bool decays = std::string(model) == "cifarnet" ? (l.name == "local3.weight" || l.name == "local4.weight")
+                                                     : l.name.find("weight") != std::string::npos;
+      decayed += decays;
+      const auto& ref = decays ? in_update.final_weights : none.final_weights;
+      EXPECT_EQ(0, std::memcmp(in_loss.final_weights.data() + at, ref.data() + at, 4 * l.numel)) << model << " " << l.name;
+      if (!decays) {  // the update run decays this tensor too: it must differ, or the check above proves nothing
+        EXPECT_NE(0, std::memcmp(in_update.final_weights.data() + at, none.final_weights.data() + at, 4 * l.numel))
+            << model << " " << l.name;
+      }
+      at += l.numel;
+    }
+    EXPECT_EQ(decayed, std::string(model) == "cifarnet" ? 2u : 4u) << model;
+  }
+}

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -26,6 +27,8 @@ struct ImageSet {
   int channels = 0, height = 0, width = 0;
   int classes = 10;
   std::vector<std::uint8_t> pixels;
+  std::shared_ptr<const std::uint8_t> mapped;  // when set, the pixels are here (a memory-mapped file), not in `pixels`
+  const std::uint8_t* pixel_data() const { return mapped ? mapped.get() : pixels.data(); }
   std::vector<std::int32_t> labels;
   std::string source;  // human description: files and how many images were read
   std::size_t image_bytes() const { return static_cast<std::size_t>(channels) * height * width; }

@@ -1,4 +1,4 @@
-// terngrad-bench: training runs of the paper's nets (LibTorch) with float or TernGrad gradients,
+// terngrad-bench: training runs of the paper's nets (LibTorch) with float, TernGrad, QSGD or EF-SignSGD gradients,
 // N simulated workers in one process or one worker per process over c10d/Gloo. This header has no
 // LibTorch types, so the command line and tests compile without LibTorch headers.
 //   tg::train::TrainConfig cfg; cfg.model = "lenet"; cfg.steps = 100; auto r = tg::train::run_training(cfg);
@@ -15,12 +15,14 @@ namespace tg::train {
 struct TrainConfig {
   // model and data
   std::string model = "lenet";          // lenet | cifarnet | alexnet | googlenet | vgga
-  std::string data = "fashion-mnist";   // fashion-mnist | mnist (idx folder in data_dir) | cifar10 | synthetic
+  std::string data = "fashion-mnist";   // fashion-mnist | mnist (idx folder in data_dir) | cifar10 | tensor (tg/train/tensor_data.hpp) | synthetic
   std::string data_dir;                 // default: the Fashion-MNIST package folder
   std::size_t train_limit = 0;          // use the first N training images (0: all)
   std::size_t test_limit = 0;           // use the first N test images (0: all)
   // gradient codec
-  std::string codec = "terngrad";       // float | terngrad
+  std::string codec = "terngrad";       // float | terngrad | qsgd | signsgd-ef
+  int qsgd_levels = 4;                  // qsgd: s levels of |g_k| / ||g||_2
+  std::string float_exchange = "allreduce";  // float: allreduce (sum over ranks) | allgather (every gradient to every rank)
   std::string packing = "2bit";         // 2bit | base3
   bool layerwise = true;
   std::string clip = "none";            // none | clip | saturate
@@ -30,6 +32,10 @@ struct TrainConfig {
   // optimizer
   std::string optimizer = "momentum";   // sgd | momentum | adam
   double lr = 0.01, momentum = 0.9, weight_decay = 5e-4;
+  // loss: wd/2 ||w||^2 in the loss on the weights the authors decay (every conv/fc weight; CifarNet:
+  // local3/local4 weights only), so it is part of the exchanged gradient; update: the optimizer's
+  // weight decay on every parameter after the exchange.
+  std::string weight_decay_in = "loss";
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_eps = 1e-8;
   std::string lr_policy = "inv";        // fixed | inv (Caffe: lr (1 + gamma t)^-power) | step (lr gamma^floor(t/step_size))
   double gamma = 1e-4, power = 0.75;
@@ -41,6 +47,7 @@ struct TrainConfig {
   double epochs = 0.0;                  // > 0 overrides steps: ceil(epochs * train images / batch)
   std::uint64_t seed = 1;
   int threads = 1;                      // intra-op threads of LibTorch (1 keeps results reproducible)
+  std::string device = "cpu";           // cpu | cuda (forward/backward/optimizer there; the exchange stays on the CPU)
   long eval_every = 100;                // test accuracy every N steps (and at the end); 0: only at the end
   std::string out_dir;                  // CSV + JSON outputs (empty: none)
   bool save_weights = false;            // also write weights.f32 (final parameters) into out_dir
@@ -88,7 +95,16 @@ struct StepRecord {
   long step = 0;
   double loss = 0.0, lr = 0.0;
   double compute_s = 0.0, encode_s = 0.0, comm_s = 0.0, decode_s = 0.0, optimizer_s = 0.0;
+  double wait_s = 0.0, wire_s = 0.0;                 // comm_s = wait_s + wire_s (0 in the simulation)
   std::uint64_t payload_bytes = 0, float_bytes = 0;  // per worker, all tensors
+  std::uint64_t uplink_bytes = 0, downlink_bytes = 0;  // one worker sends / receives this step (every collective)
+};
+
+/// One rank's time split at one step (multi-process runs: every rank's, gathered at the end).
+struct RankStepTimes {
+  long step = 0;
+  int rank = 0;
+  double compute_s = 0.0, encode_s = 0.0, wait_s = 0.0, wire_s = 0.0, decode_s = 0.0, optimizer_s = 0.0;
 };
 
 /// One tensor at one step.
@@ -106,6 +122,9 @@ struct TrainResult {
   std::vector<EvalPoint> evals;
   std::vector<LayerSummary> layers;
   double compute_s = 0.0, encode_s = 0.0, comm_s = 0.0, decode_s = 0.0, optimizer_s = 0.0, wall_s = 0.0;
+  double wait_s = 0.0, wire_s = 0.0;
+  std::uint64_t uplink_bytes = 0, downlink_bytes = 0;  // per worker per step
+  std::vector<RankStepTimes> rank_records;           // multi-process: every rank's split per step
   double final_test_accuracy = 0.0;
   std::vector<float> final_weights;  // every parameter, flattened in model order
   std::vector<StepRecord> step_records;
