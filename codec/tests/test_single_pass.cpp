@@ -141,3 +141,23 @@ TEST(FewerPassEncode, NonFiniteNamesTheFirstBadIndex) {
 }
 
 }  // namespace
+
+// The default codecs on both sides of their own single-pass threshold (kSinglePassFrom: the two passes
+// below it, the single pass from it on), every kernel set, 1 and 2 threads: the same bytes as the
+// reference. The maximum sits late, so the single pass has candidates to re-decide.
+TEST(FewerPassEncode, SameBytesAsReferenceOnBothSidesOfTheDefaultThreshold) {
+  const std::size_t from = tg::cpu::default_single_pass_from();
+  for (std::size_t n : {from - 4, from}) {
+    auto g = tg::test::gaussian(n, n);
+    g[n - n / 5] = 7.5f;
+    const tg::StreamKey key{7, 0, 3, 11};
+    auto want = tg::encode(tg::reference_codec(), g, {}, key);
+    for (const auto& set : tg::cpu::compiled_kernel_sets()) {
+      if (!set.cpu_runs()) continue;
+      for (unsigned threads : {1u, 2u}) {
+        auto codec = tg::make_optimized_codec_isa(threads, set.isa);
+        ASSERT_EQ(tg::encode(*codec, g, {}, key), want) << codec->name() << " n=" << n;
+      }
+    }
+  }
+}
