@@ -375,6 +375,71 @@ void avx2_recheck_2bit(std::uint8_t* body, std::size_t begin, std::size_t end, c
   }
 }
 
+// Clipping statistics (Kernels::chunk_stats) in one read of each chunk: the canonical total (lanes 0-3
+// and 4-7 in two vectors, as avx2_chunk_totals; the chunk's last < 8 elements one at a time into their
+// lanes), the shifted sums q1, q2 (8 lanes, then the tail) and max |g| with the finiteness check.
+float avx2_chunk_stats(const float* g, std::size_t n, std::size_t c0, std::size_t c1, float shift, double* t1,
+                       double* q1, double* q2, std::size_t* first_bad) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i max_finite = _mm256_set1_epi32(0x7f7fffff);
+  const __m256d kv = _mm256_set1_pd(static_cast<double>(shift));
+  const double k = static_cast<double>(shift);
+  __m256 mx = _mm256_setzero_ps();
+  __m256i bad = _mm256_setzero_si256();
+  float tail_max = 0.0f;
+  for (std::size_t c = c0; c < c1; ++c) {
+    std::size_t start = c * kReduceChunk, end = std::min<std::size_t>(n, start + kReduceChunk);
+    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+    __m256d s1a = _mm256_setzero_pd(), s1b = _mm256_setzero_pd(), s2a = _mm256_setzero_pd(), s2b = _mm256_setzero_pd();
+    std::size_t i = start;
+    for (; i + 8 <= end; i += 8) {
+      prefetch_ahead(g, i);
+      __m256 v = _mm256_loadu_ps(g + i);
+      __m256 a = _mm256_and_ps(v, abs_mask);
+      bad = _mm256_or_si256(bad, _mm256_cmpgt_epi32(_mm256_castps_si256(a), max_finite));
+      mx = _mm256_max_ps(mx, a);
+      __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+      __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+      acc0 = _mm256_add_pd(acc0, lo);
+      acc1 = _mm256_add_pd(acc1, hi);
+      __m256d dlo = _mm256_sub_pd(lo, kv), dhi = _mm256_sub_pd(hi, kv);
+      s1a = _mm256_add_pd(s1a, dlo);
+      s1b = _mm256_add_pd(s1b, dhi);
+      s2a = _mm256_add_pd(s2a, _mm256_mul_pd(dlo, dlo));
+      s2b = _mm256_add_pd(s2b, _mm256_mul_pd(dhi, dhi));
+    }
+    double lane[kReduceLanes], w1[4], w2[4];
+    _mm256_storeu_pd(lane, acc0);
+    _mm256_storeu_pd(lane + 4, acc1);
+    _mm256_storeu_pd(w1, _mm256_add_pd(s1a, s1b));
+    _mm256_storeu_pd(w2, _mm256_add_pd(s2a, s2b));
+    double s1 = (w1[0] + w1[1]) + (w1[2] + w1[3]), s2 = (w2[0] + w2[1]) + (w2[2] + w2[3]);
+    if (i < end) {
+      std::size_t bad_at = kNoBadIndex;
+      tail_max = std::max(tail_max, max_abs_scalar(g, i, end, &bad_at));
+      if (bad_at != kNoBadIndex) bad = _mm256_set1_epi32(-1);
+    }
+    for (; i < end; ++i) {
+      double x = static_cast<double>(g[i]);
+      lane[(i - start) % kReduceLanes] += x;
+      double d = x - k;
+      s1 += d;
+      s2 += d * d;
+    }
+    t1[c - c0] = combine_lanes(lane);
+    q1[c - c0] = s1;
+    q2[c - c0] = s2;
+  }
+  *first_bad = kNoBadIndex;
+  if (!_mm256_testz_si256(bad, bad)) {  // rare (the encode fails): the scalar scan names the first one
+    std::size_t begin = c0 * kReduceChunk, end = std::min<std::size_t>(n, c1 * kReduceChunk);
+    return max_abs_scalar(g, begin, end, first_bad);
+  }
+  float lanes[8];
+  _mm256_storeu_ps(lanes, mx);
+  return std::max(*std::max_element(lanes, lanes + 8), tail_max);
+}
+
 void avx2_philox_blocks(const StreamKey& key, std::uint32_t first, std::size_t count, PhiloxBlock* out) {
   for (std::size_t i = 0; i < count; i += 8) {
     __m256i x[4];
@@ -413,7 +478,7 @@ const Kernels* avx2_kernels() {
                             unpack_base3_range,
                             avx2_encode_2bit_running,
                             avx2_recheck_2bit,
-                            nullptr,  // no fused statistics: max_abs and chunk_totals
+                            avx2_chunk_stats,
                             avx2_philox_fold,
                             avx2_philox_blocks};
   return &k;
