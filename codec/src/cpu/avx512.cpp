@@ -102,7 +102,7 @@ inline __mmask16 first_lanes(std::size_t lanes) {
 
 // Software prefetch of the line kPrefetch elements past element k (a hint only: the address is formed as
 // an integer and never dereferenced, so it may lie past the tensor). On the project's VM the hardware
-// prefetchers alone leave a read stream latency-bound: the fused clipping statistics read at 0.6x the
+// prefetchers alone leave a read stream latency-bound: the fused clipping statistics read at ~0.7x the
 // rate of max_abs without it and at ~1x with it (docs/performance.md).
 constexpr std::size_t kPrefetch = 1024;  // elements ahead (4 KiB)
 inline void prefetch_ahead(const float* g, std::size_t k) {
