@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -189,11 +190,12 @@ void BM_Memcpy(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 4 * n);
 }
 
-enum class Variant { reference, opt1, opt2, twopass1, single1 };
+enum class Variant { reference, opt1, opt2, twopass1, single1, twopass2, single2 };
 
 // The codecs the benchmark walks. twopass1: the best ISA's kernels without the single-pass and
 // fused-statistics kernels (the previous max_abs + moments + encode_body path), one thread;
-// single1: the single pass at every size (the default codec takes it from 2^21 elements).
+// single1: the single pass at every size; twopass2 / single2: the best ISA's kernels (fused clipping
+// statistics included) with the single pass never / always, two threads.
 std::shared_ptr<const tg::Codec> codec_for(Variant v) {
   static auto ref = std::shared_ptr<const tg::Codec>(&tg::reference_codec(), [](const tg::Codec*) {});
   static std::shared_ptr<const tg::Codec> one = tg::make_optimized_codec(1);
@@ -208,15 +210,23 @@ std::shared_ptr<const tg::Codec> codec_for(Variant v) {
       tg::cpu::make_optimized_codec_with(1, &plain, tg::cpu::default_min_per_thread(), 0);
   static std::shared_ptr<const tg::Codec> single =
       tg::cpu::make_optimized_codec_with(1, best_set()->kernels(), tg::cpu::default_min_per_thread(), 0);
+  static std::shared_ptr<const tg::Codec> twopass_2 = tg::cpu::make_optimized_codec_with(
+      2, best_set()->kernels(), tg::cpu::default_min_per_thread(), std::numeric_limits<std::size_t>::max());
+  static std::shared_ptr<const tg::Codec> single_2 =
+      tg::cpu::make_optimized_codec_with(2, best_set()->kernels(), tg::cpu::default_min_per_thread(), 0);
   switch (v) {
     case Variant::reference: return ref;
+    case Variant::twopass2: return twopass_2;
+    case Variant::single2: return single_2;
     case Variant::opt1: return one;
     case Variant::opt2: return two;
     case Variant::single1: return single;
     default: return twopass;
   }
 }
-unsigned threads_of(Variant v) { return v == Variant::opt2 ? 2 : 1; }
+unsigned threads_of(Variant v) {
+  return v == Variant::opt2 || v == Variant::twopass2 || v == Variant::single2 ? 2 : 1;
+}
 
 void set_ratios(benchmark::State& state, std::size_t n, unsigned threads, double cpu, double wall) {
   double t = threads == 1 ? cpu : wall;
@@ -294,7 +304,9 @@ void BM_EncodeThreads(benchmark::State& state, unsigned threads) {
 
 void sizes(benchmark::internal::Benchmark* b) {
   for (int e = 10; e <= 26; e += 2) b->Arg(std::int64_t{1} << e);
-  b->Arg(std::int64_t{1} << 23);  // between the cache-resident 2^22 and the memory-bound 2^24
+  // the odd powers around the caches of the project's VM (2 MiB L2 per core = 2^19 floats; its last
+  // level holds 2^23 floats but not 2^24): where the single pass and the two passes cross
+  for (int e = 19; e <= 25; e += 2) b->Arg(std::int64_t{1} << e);
   b->Unit(benchmark::kMicrosecond);
 }
 void sizes_reference(benchmark::internal::Benchmark* b) {  // the reference is slow: stop at 2^24
@@ -327,6 +339,12 @@ int register_roofline = [] {
   benchmark::RegisterBenchmark("BM_Encode/twopass_1thread", BM_Encode, Variant::twopass1, false)->Apply(sizes);
   benchmark::RegisterBenchmark("BM_Encode/singlepass_1thread", BM_Encode, Variant::single1, false)->Apply(sizes);
   benchmark::RegisterBenchmark("BM_Encode/optimized_2threads", BM_Encode, Variant::opt2, false)
+      ->Apply(sizes)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_Encode/twopass_2threads", BM_Encode, Variant::twopass2, false)
+      ->Apply(sizes)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_Encode/singlepass_2threads", BM_Encode, Variant::single2, false)
       ->Apply(sizes)
       ->UseRealTime();
   benchmark::RegisterBenchmark("BM_EncodeClip/optimized_1thread", BM_Encode, Variant::opt1, true)->Apply(sizes);

@@ -141,3 +141,24 @@ TEST(FewerPassEncode, NonFiniteNamesTheFirstBadIndex) {
 }
 
 }  // namespace
+
+// A codec on both sides of its single-pass threshold (the two passes below it, the single pass from it
+// on; the same comparison as the default kSinglePassFrom, at a size a unit test can afford), every
+// kernel set, 1 and 2 threads: the same bytes as the reference. The maximum sits late, so the single
+// pass has candidates to re-decide.
+TEST(FewerPassEncode, SameBytesAsReferenceOnBothSidesOfTheThreshold) {
+  const std::size_t from = 3 * 20480;
+  for (std::size_t n : {from - 4, from, from + 5}) {
+    auto g = tg::test::gaussian(n, n);
+    g[n - n / 5] = 7.5f;
+    const tg::StreamKey key{7, 0, 3, 11};
+    auto want = tg::encode(tg::reference_codec(), g, {}, key);
+    for (const auto& set : tg::cpu::compiled_kernel_sets()) {
+      if (!set.cpu_runs()) continue;
+      for (unsigned threads : {1u, 2u}) {
+        auto codec = tg::cpu::make_optimized_codec_with(threads, set.kernels(), 20480, from);
+        ASSERT_EQ(tg::encode(*codec, g, {}, key), want) << codec->name() << " n=" << n;
+      }
+    }
+  }
+}

@@ -258,6 +258,188 @@ std::size_t avx2_decode_2bit(const std::uint8_t* body, std::size_t n, std::size_
   return decode_2bit_scalar(body, n, j, b1, scalar, out);
 }
 
+// Software prefetch of the line 1024 elements (4 KiB) past element k: a hint only, the address is an
+// integer and never dereferenced (see avx512.cpp's prefetch_ahead).
+inline void prefetch_ahead(const float* g, std::size_t k) {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(g) + 4 * (k + 1024)), _MM_HINT_T0);
+}
+
+// Lane permutations that move the lanes of an 8-bit mask to the front, in order (AVX2 has no
+// compress instruction): compress[mask] for _mm256_permutevar8x32_epi32.
+const std::array<std::array<std::uint32_t, 8>, 256>& compress_table() {
+  static const auto t = [] {
+    std::array<std::array<std::uint32_t, 8>, 256> r{};
+    for (unsigned mask = 0; mask < 256; ++mask) {
+      unsigned j = 0;
+      for (unsigned lane = 0; lane < 8; ++lane)
+        if (mask & (1u << lane)) r[mask][j++] = lane;
+    }
+    return r;
+  }();
+  return t;
+}
+
+// Single-pass 2bit encode (Kernels::encode_2bit_running), 32 elements per group: the group's max |g|
+// joins the running maximum m before the group is decided with make_rule(m, m) (|g| <= m = cap, so the
+// decision is keep8's); the candidates' uniforms and magnitudes are moved to the front of their vector
+// by a lane permutation and stored whole (the slack holds what lies past count). The tail of fewer than
+// 32 elements runs the scalar loop with the same state.
+void avx2_encode_2bit_running(const float* g, std::size_t begin, std::size_t end, const StreamKey& key,
+                              std::uint8_t* body, std::uint32_t* cand_u, float* cand_a, RunningPass* st) {
+  const Tables& t = tables();
+  const auto& perm = compress_table();
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i max_finite = _mm256_set1_epi32(0x7f7fffff);
+  float m = st->m;
+  std::uint32_t mbits;
+  std::memcpy(&mbits, &m, 4);
+  ScalarRule rule = make_rule(m, m);
+  __m256 cap = _mm256_set1_ps(rule.cap);
+  __m256d scale = _mm256_set1_pd(rule.scale);
+  std::size_t count = st->count;
+  std::size_t k = begin;
+  for (; k + 32 <= end; k += 32) {
+    prefetch_ahead(g, k);
+    prefetch_ahead(g, k + 16);
+    __m256i raw[4], a[4];
+    __m256i bad = _mm256_setzero_si256();
+    for (int v = 0; v < 4; ++v) {
+      raw[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + k + 8 * v));
+      a[v] = _mm256_and_si256(raw[v], abs_mask);
+      bad = _mm256_or_si256(bad, _mm256_cmpgt_epi32(a[v], max_finite));
+    }
+    if (!_mm256_testz_si256(bad, bad)) {  // rare (the encode fails): name the first non-finite element
+      std::size_t first = kNoBadIndex;
+      max_abs_scalar(g, k, k + 32, &first);
+      st->first_bad = first;
+      st->m = m;
+      st->count = count;
+      return;
+    }
+    // |g| as integers orders like the floats (all finite here)
+    __m256i mx = _mm256_max_epi32(_mm256_max_epi32(a[0], a[1]), _mm256_max_epi32(a[2], a[3]));
+    if (_mm256_movemask_epi8(_mm256_cmpgt_epi32(mx, _mm256_set1_epi32(static_cast<int>(mbits))))) {
+      alignas(32) std::uint32_t lanes[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), mx);
+      mbits = *std::max_element(lanes, lanes + 8);
+      std::memcpy(&m, &mbits, 4);
+      rule = make_rule(m, m);
+      cap = _mm256_set1_ps(rule.cap);
+      scale = _mm256_set1_pd(rule.scale);
+      st->settled = count;
+    }
+    __m256i x[4], u[4];
+    philox8(key, static_cast<std::uint32_t>(k / 4), x);
+    to_element_order(x, u);
+    std::uint64_t out = 0;
+    for (int v = 0; v < 4; ++v) {
+      unsigned keep = keep8(_mm256_castsi256_ps(raw[v]), u[v], cap, scale);
+      unsigned neg = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(raw[v])));
+      std::uint64_t codes = t.spread[keep & ~neg & 0xff] | (std::uint64_t{t.spread[keep & neg]} << 1);
+      out |= codes << (16 * v);
+      const __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(perm[keep].data()));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(cand_u + count), _mm256_permutevar8x32_epi32(u[v], p));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(cand_a + count), _mm256_permutevar8x32_epi32(a[v], p));
+      count += static_cast<std::size_t>(__builtin_popcount(keep));
+    }
+    std::memcpy(body + k / 4, &out, 8);
+  }
+  st->m = m;
+  st->count = count;
+  if (k < end) encode_2bit_running_scalar(g, k, end, key, body, cand_u, cand_a, st);
+}
+
+// Kernels::recheck_2bit: the decisions 8 candidates at a time (keep8 on the stored |g|), then the walk
+// over the codes that clears the dropped ones (clear_candidate_codes, a popcount per 32-code word).
+void avx2_recheck_2bit(std::uint8_t* body, std::size_t begin, std::size_t end, const std::uint32_t* cand_u,
+                       const float* cand_a, std::size_t limit, const ScalarRule& rule) {
+  constexpr std::size_t kBatch = 1024;
+  std::size_t drops[kBatch];
+  const __m256 cap = _mm256_set1_ps(rule.cap);
+  const __m256d scale = _mm256_set1_pd(rule.scale);
+  CodeWalk walk;
+  for (std::size_t c0 = 0; c0 < limit; c0 += kBatch) {
+    std::size_t nd = 0, c1 = std::min(limit, c0 + kBatch), c = c0;
+    for (; c + 8 <= c1; c += 8) {
+      __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cand_u + c));
+      unsigned keep = keep8(_mm256_loadu_ps(cand_a + c), u, cap, scale);
+      for (unsigned drop = ~keep & 0xffu; drop; drop &= drop - 1)
+        drops[nd++] = c + static_cast<std::size_t>(__builtin_ctz(drop));
+    }
+    for (; c < c1; ++c) {
+      drops[nd] = c;
+      nd += keep(cand_a[c], rule, cand_u[c]) ? 0 : 1;
+    }
+    clear_candidate_codes(body + begin / 4, (end - begin + 3) / 4, drops, nd, &walk,
+                          [](std::uint64_t w) { return __builtin_popcountll(w); });
+  }
+}
+
+// Clipping statistics (Kernels::chunk_stats) in one read of each chunk: the canonical total (lanes 0-3
+// and 4-7 in two vectors, as avx2_chunk_totals; the chunk's last < 8 elements one at a time into their
+// lanes), the shifted sums q1, q2 (8 lanes, then the tail) and max |g| with the finiteness check.
+float avx2_chunk_stats(const float* g, std::size_t n, std::size_t c0, std::size_t c1, float shift, double* t1,
+                       double* q1, double* q2, std::size_t* first_bad) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i max_finite = _mm256_set1_epi32(0x7f7fffff);
+  const __m256d kv = _mm256_set1_pd(static_cast<double>(shift));
+  const double k = static_cast<double>(shift);
+  __m256 mx = _mm256_setzero_ps();
+  __m256i bad = _mm256_setzero_si256();
+  float tail_max = 0.0f;
+  for (std::size_t c = c0; c < c1; ++c) {
+    std::size_t start = c * kReduceChunk, end = std::min<std::size_t>(n, start + kReduceChunk);
+    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+    __m256d s1a = _mm256_setzero_pd(), s1b = _mm256_setzero_pd(), s2a = _mm256_setzero_pd(), s2b = _mm256_setzero_pd();
+    std::size_t i = start;
+    for (; i + 8 <= end; i += 8) {
+      prefetch_ahead(g, i);
+      __m256 v = _mm256_loadu_ps(g + i);
+      __m256 a = _mm256_and_ps(v, abs_mask);
+      bad = _mm256_or_si256(bad, _mm256_cmpgt_epi32(_mm256_castps_si256(a), max_finite));
+      mx = _mm256_max_ps(mx, a);
+      __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+      __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+      acc0 = _mm256_add_pd(acc0, lo);
+      acc1 = _mm256_add_pd(acc1, hi);
+      __m256d dlo = _mm256_sub_pd(lo, kv), dhi = _mm256_sub_pd(hi, kv);
+      s1a = _mm256_add_pd(s1a, dlo);
+      s1b = _mm256_add_pd(s1b, dhi);
+      s2a = _mm256_add_pd(s2a, _mm256_mul_pd(dlo, dlo));
+      s2b = _mm256_add_pd(s2b, _mm256_mul_pd(dhi, dhi));
+    }
+    double lane[kReduceLanes], w1[4], w2[4];
+    _mm256_storeu_pd(lane, acc0);
+    _mm256_storeu_pd(lane + 4, acc1);
+    _mm256_storeu_pd(w1, _mm256_add_pd(s1a, s1b));
+    _mm256_storeu_pd(w2, _mm256_add_pd(s2a, s2b));
+    double s1 = (w1[0] + w1[1]) + (w1[2] + w1[3]), s2 = (w2[0] + w2[1]) + (w2[2] + w2[3]);
+    if (i < end) {
+      std::size_t bad_at = kNoBadIndex;
+      tail_max = std::max(tail_max, max_abs_scalar(g, i, end, &bad_at));
+      if (bad_at != kNoBadIndex) bad = _mm256_set1_epi32(-1);
+    }
+    for (; i < end; ++i) {
+      double x = static_cast<double>(g[i]);
+      lane[(i - start) % kReduceLanes] += x;
+      double d = x - k;
+      s1 += d;
+      s2 += d * d;
+    }
+    t1[c - c0] = combine_lanes(lane);
+    q1[c - c0] = s1;
+    q2[c - c0] = s2;
+  }
+  *first_bad = kNoBadIndex;
+  if (!_mm256_testz_si256(bad, bad)) {  // rare (the encode fails): the scalar scan names the first one
+    std::size_t begin = c0 * kReduceChunk, end = std::min<std::size_t>(n, c1 * kReduceChunk);
+    return max_abs_scalar(g, begin, end, first_bad);
+  }
+  float lanes[8];
+  _mm256_storeu_ps(lanes, mx);
+  return std::max(*std::max_element(lanes, lanes + 8), tail_max);
+}
+
 void avx2_philox_blocks(const StreamKey& key, std::uint32_t first, std::size_t count, PhiloxBlock* out) {
   for (std::size_t i = 0; i < count; i += 8) {
     __m256i x[4];
@@ -294,9 +476,9 @@ const Kernels* avx2_kernels() {
                             decode_base3_range,  // byte-at-a-time tables: no vector version
                             unpack_2bit_range,
                             unpack_base3_range,
-                            nullptr,  // no single-pass encode: the codec runs max_abs, then encode_2bit
-                            nullptr,
-                            nullptr,  // no fused statistics: max_abs and chunk_totals
+                            avx2_encode_2bit_running,
+                            avx2_recheck_2bit,
+                            avx2_chunk_stats,
                             avx2_philox_fold,
                             avx2_philox_blocks};
   return &k;

@@ -23,11 +23,13 @@ constexpr std::size_t kAlign = 5 * kReduceChunk;  // 10240: multiple of 4, 5, 8 
 // saves n/2 * 1.2 ns, so it pays from ~50k elements: 204800 per thread keeps a margin of ~4x.
 constexpr std::size_t kMinPerThread = 20 * kAlign;
 // Tensors from this size on take the single-pass encode; smaller ones the two passes (max_abs, then
-// encode_2bit). In cache the single pass's extra work (candidates stored and re-decided: 1.03 against
-// 0.83 ns per element in cache, AVX-512) outweighs the second read, which is cheap there; once g comes
-// from memory the second read costs more. Measured 1 thread (docs/performance.md): two passes faster at
-// 2^20, either one at 2^22 (runs disagree), the single pass faster at 2^23 and 2^24.
-constexpr std::size_t kSinglePassFrom = std::size_t{1} << 22;
+// encode_2bit). The single pass reads g once but computes more (candidates stored and re-decided: 1.00
+// against 0.81 ns per element in cache, AVX-512); the two passes read g twice, the second time
+// backwards, so the part of g the last-level cache still holds comes from there. Measured 1 thread, CPU
+// time, with the software prefetch in both (docs/performance.md): the two passes faster from 2^19 to
+// 2^24 (by 1.08-1.45x), either one at 2^25 (1.12x and 1.01x in two runs), the single pass faster at
+// 2^26 (1.30-1.33x), where the cache holds little of g.
+constexpr std::size_t kSinglePassFrom = std::size_t{1} << 26;
 // Pieces of the single-pass encode: candidate buffers grow by at most this many slots per call.
 constexpr std::size_t kPassPiece = 65536;  // multiple of 64 (AVX-512 groups) and 4 (Philox blocks)
 
