@@ -112,6 +112,10 @@ int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
   if ((c.world_size > 0) != (c.rank >= 0))
     throw std::invalid_argument("--rank and --world-size go together (or use `terngrad launch`)");
   if (c.dump_step >= 0 && c.out_dir.empty()) throw std::invalid_argument("--dump-step needs --out (the folder it writes to)");
+  if (c.dump_step >= 0 && c.codec != "terngrad" && !(c.codec == "float" && c.float_exchange == "allgather"))
+    throw std::invalid_argument("--dump-step writes the per-worker payloads of an allgather exchange: it needs --codec "
+                                "terngrad or --codec float --float-exchange allgather, not --codec " + c.codec +
+                                (c.codec == "float" ? " by allreduce" : ""));
   if (c.world_size > 0 && c.rank >= c.world_size)
     throw std::invalid_argument("--rank " + std::to_string(c.rank) + " is not below --world-size " + std::to_string(c.world_size));
   tg::train::TrainResult r = tg::train::run_training(c);

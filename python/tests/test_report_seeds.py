@@ -49,9 +49,28 @@ def test_means_intervals_and_paired_gaps(tmp_path):
     assert "| terngrad | 2 | 3 | 81.00 +- 6.57 | 79.00, 80.00, 84.00 |" in md
     # paired gaps 1, 2, 0 points: mean 1.00, sd 1.00, half-width 4.303 / sqrt(3) = 2.48
     assert "| 2 | terngrad | 3 | 1.00 +- 2.48 | interval includes 0 |" in md
-    assert "16.00x" in md  # 16000 float32 bytes over a 1000-byte payload
+    # runs without uplink/downlink fields: the payload is the uplink, no downlink; float arm's 16000 bytes over 1000
+    assert "| 1000 | - | 16.00x |" in md
     assert "the paper's gap 0.00 points is inside our interval [-1.48, 3.48]" in md
     assert (out / "lenet_seeds.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_uplink_and_downlink_from_run_json(tmp_path):
+    runs = tmp_path / "runs"
+    for s in (1, 2):
+        write_run(runs, f"lenet-float-w2-s{s}", 0.8, codec="float")
+        write_run(runs, f"lenet-qsgd-w2-s{s}", 0.8, codec="qsgd")
+    for name, up, down in (("float", 8000, 8000), ("qsgd", 1000, 1000)):
+        for s in (1, 2):
+            p = runs / f"lenet-{name}-w2-s{s}" / "run.json"
+            j = json.loads(p.read_text())
+            j["bytes_per_worker_step"].update({"uplink": up, "downlink": down})
+            j["config"]["qsgd_levels"] = 4
+            p.write_text(json.dumps(j))
+    assert cli.main(["seeds", "--runs", str(runs), "--out", str(tmp_path / "o")]) == 0
+    md = (tmp_path / "o" / "seeds.md").read_text()
+    assert "| qsgd | 2 | 2 | 80.00 +- 0.00 | 80.00, 80.00 | 1000 | 1000 | 8.00x |" in md
+    assert "qsgd = codec qsgd, 4 levels" in md
 
 
 def test_interval_excluding_zero_is_called_so(tmp_path):

@@ -48,7 +48,7 @@ struct Step {
 
 // Two workers' gradients (heavy-tailed, so that many coordinates sit strictly between levels) through
 // the real exchange: stats holds its shared scalars.
-Step exchange_step(const GradientExchange& x, std::uint32_t step, bool keep = false) {
+Step exchange_step(GradientExchange& x, std::uint32_t step, bool keep = false) {
   Step s;
   std::mt19937_64 rng(1000 + step);
   std::student_t_distribution<float> t(3.0f);

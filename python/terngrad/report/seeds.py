@@ -26,7 +26,7 @@ PAPER = {
               0.0, 0.2),
     "cifarnet": ("CIFAR-10, 2 workers, 300K iterations: float 86.56%, TernGrad 85.64%", 0.92, None),
 }
-TIME_COLUMNS = ("compute_s", "encode_s", "wait_s", "wire_s", "comm_s", "decode_s", "optimizer_s")
+TIME_COLUMNS = ("compute_s", "encode_s", "comm_s", "decode_s", "optimizer_s")  # comm_s = wait_s + wire_s
 
 
 def t975(df):
@@ -53,6 +53,15 @@ def step_bytes(row):
     if row.get("uplink_bytes") not in (None, ""):
         return float(row["uplink_bytes"]) + float(row.get("downlink_bytes") or 0.0)
     return float(row["payload_bytes"])
+
+
+def wire_bytes(run):
+    """(uplink, downlink) bytes per worker per step from run.json; downlink None for runs that record only
+    the uplink (the payload)."""
+    b = run["bytes_per_worker_step"]
+    if "uplink" in b:
+        return b["uplink"], b.get("downlink", 0)
+    return b["payload_all"], None
 
 
 def step_time(row):
@@ -151,10 +160,11 @@ def render(runs_dir, out_dir):
         first = next(iter(groups[keys[0]].values()))
         c = first["config"]
         w(f"## {net}\n")
-        w("Settings of the first run: batch %s (total), %s steps, optimizer %s, lr %g (%s policy), weight decay %g,"
-          " test accuracy on %s test images." % (c["batch"], first["steps_done"], c["optimizer"], c["lr"],
-                                                  c["lr_policy"], c["weight_decay"],
-                                                  c["test_limit"] or "all 10000"))
+        w("Settings of the first run: batch %s (total), %s steps, optimizer %s, lr %g (%s policy), weight decay %g"
+          " (%s), test accuracy on %s test images." % (
+              c["batch"], first["steps_done"], c["optimizer"], c["lr"], c["lr_policy"], c["weight_decay"],
+              "in the loss, so part of the exchanged gradient" if c.get("weight_decay_in") == "loss"
+              else "applied after the exchange", c["test_limit"] or "all 10000"))
         w("Arms: " + "; ".join(sorted({"%s = codec %s%s" % (k[2], groups[k][next(iter(groups[k]))]["config"]["codec"],
                                                             clip_text(groups[k][next(iter(groups[k]))]["config"]))
                                        for k in keys})) + ".\n")
@@ -164,13 +174,19 @@ def render(runs_dir, out_dir):
             runs = groups[key]
             accs = [runs[s]["final_test_accuracy"] for s in sorted(runs)]
             m, h = mean_ci(accs)
-            b = runs[next(iter(runs))]["bytes_per_worker_step"]
+            up, down = wire_bytes(runs[next(iter(runs))])
+            base = groups.get((net, wk, "float"))
+            ratio = "-"
+            if base:
+                fu, fd = wire_bytes(base[next(iter(base))])
+                if (fd is None) == (down is None):  # compare like with like: both with downlink or neither
+                    ratio = "%.2fx" % ((fu + (fd or 0)) / (up + (down or 0)))
             walls = [runs[s]["time_s"]["wall"] for s in runs]
             rows.append([arm, wk, len(runs), fmt_ci(m, h), ", ".join("%.2f" % (100 * a) for a in accs),
-                         "%d" % b["payload_all"], "%.2fx" % (b["float32_all"] / b["payload_all"]),
-                         "%.0f" % statistics.fmean(walls)])
+                         "%d" % up, "%d" % down if down is not None else "-", ratio, "%.0f" % statistics.fmean(walls)])
         w(md_table(["arm", "workers", "seeds", "final test accuracy, % (mean +- 95% CI)", "per seed",
-                    "uplink bytes / worker / step", "float32 / uplink", "wall s per run (mean)"], rows))
+                    "uplink bytes / worker / step", "downlink", "float arm's bytes / this arm's",
+                    "wall s per run (mean)"], rows))
         gaps = []
         for key in keys:
             _, wk, arm = key
@@ -205,8 +221,8 @@ def render(runs_dir, out_dir):
         png = f"{net}_seeds.png"
         figure(net, groups, out_dir / png)
         w(f"![{net}]({png})\n")
-        w("Bytes on the x axis of the middle panel: cumulative bytes per worker from steps.csv (uplink only when"
-          " the runs record no downlink).\n")
+        w("Bytes on the x axis of the middle panel: cumulative bytes per worker from steps.csv, uplink + downlink"
+          " (uplink only for runs that record no downlink).\n")
     w("## Reproduce\n")
     w("    cmake --build build/<dir> --target terngrad tg_python")
     w("    bash scripts/train-seeds.sh build/<dir>/apps/terngrad full    # NETS=lenet for LeNet alone")
@@ -218,9 +234,14 @@ def render(runs_dir, out_dir):
 
 
 def clip_text(c):
-    if c.get("codec") != "terngrad":
-        return ""
-    return ", clip %s%s" % (c.get("clip"), " c=%g" % c["c"] if c.get("clip") != "none" else "")
+    codec = c.get("codec")
+    if codec == "terngrad":
+        return ", clip %s%s" % (c.get("clip"), " c=%g" % c["c"] if c.get("clip") != "none" else "")
+    if codec == "qsgd":
+        return ", %s levels" % c.get("qsgd_levels")
+    if codec == "float" and c.get("float_exchange"):
+        return " by " + c["float_exchange"]
+    return ""
 
 
 def main(argv=None):
