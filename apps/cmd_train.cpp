@@ -43,6 +43,8 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
       ->check(CLI::IsMember({"allreduce", "allgather"}));
   sub->add_option("--packing", c.packing, "TernGrad packing")->check(CLI::IsMember({"2bit", "base3"}));
   sub->add_option("--layerwise", c.layerwise, "One scalar per tensor (true) or one for all tensors (false)");
+  sub->add_option("--shared-scalar", c.shared_scalar,
+                  "TernGrad: every worker uses the max of the workers' scalars (true, the paper's scalar sharing) or its own (false)");
   sub->add_option("--clip", c.clip, "Clipping mode")->check(CLI::IsMember({"none", "clip", "saturate"}));
   sub->add_option("--c", c.c, "Clip factor (bound c*sigma)")->check(tg::app::positive_finite());
   sub->add_option("--float-below", c.float_below, "Tensors with fewer elements stay float32 (0: none)");

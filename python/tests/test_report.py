@@ -238,6 +238,15 @@ def write_convex(folder):
                    "polyak": [{"method": "float", "shift": 0.01, "predicted_shift": 0.0, "q": 0.1, "from_step": 100},
                               {"method": "tern-clip", "shift": 0.5, "predicted_shift": 0.52, "q": 0.96,
                                "from_step": 100}]}
+        if name in convex.A3_RUNS:  # Assumption 3 as a bound: fitted line, its bins, the held-out test, exact constants
+            bins = [{"r_mean": r, "fit_mean": 10 + 3 * r, "ucb": 11 + 3 * r, "bound": 12 + 3 * r, "held_excess": -1.0,
+                     "held_seeds": 5} for r in (1.0, 2.0, 4.0)]
+            fit = {"A": 12.0, "B": 3.0, "sgd_A": 6.0, "sgd_B": 1.5, "alpha": 1e-3, "bins": bins,
+                   "holds_on_held_out": name != "a3-heavy", "global_holds": False, "violation_r": 0.0,
+                   "visited_r_max": 4.0, "max_detectable_rel": 0.1, "held_steps": 100, "held_steps_above": 7,
+                   "max_ratio": 2.5}
+            summary["assumption3"] = {"exact": {"a_at_w_star": 20.0, "b_min": 5.0, "sgd_b_min": 2.5},
+                                      "methods": [dict(fit, method="float"), dict(fit, method="tern")]}
         if name == "checks":
             summary.update(alpha_per_decision=1e-5, alpha_total=9e-5, checks=[
                 {"name": "decay-float", "passed": True, "measured": 0.5, "predicted": 0.49},
@@ -254,7 +263,9 @@ def test_convex_renders_figures_and_readme_from_the_summaries(tmp_path):
     md = (tmp_path / "README.md").read_text()
     assert "Runs made by `bash scripts/reproduce-convex.sh` on 2026-12-01T10:00Z" in md
     assert "`terngrad converge --quiet --out reports/convex/ball --seeds 3`" in md
-    assert "decay 1.5 s, ball 2.5 s, layerwise 3.5 s, clip 4.5 s, logistic 5.5 s, checks 6.5 s" in md
+    assert ("decay 1.5 s, ball 2.5 s, layerwise 3.5 s, clip 4.5 s, logistic 5.5 s, stall 6.5 s, a3-gauss 7.5 s, "
+            "a3-heavy 8.5 s, a3-sparse 9.5 s, checks 10.5 s") in md
+    assert "| gauss | tern |" in md and "REFUTED" in md  # the a3-heavy fixture's held-out test fails
     assert "| decay-float | float SGD's window-mean error equals the exact prediction | PASS: measured = 0.5, predicted = 0.49 |" in md
     assert "| clip-fixed-point |" in md and "| FAIL: q_mean = 0.2, q_se = 0.05 |" in md
     assert "| decay-tern | TernGrad's equals float's plus the identity's variance | (not run) |" in md

@@ -137,7 +137,7 @@ WireBytes GradientExchange::step_bytes(int workers) const {
   std::uint64_t buffer = kLossBytes;
   for (std::size_t n : payload_size_) buffer += n;
   WireBytes b = allgather_bytes(buffer, workers);
-  if (options_.codec == GradCodec::terngrad) {  // the max-allreduce of one scalar per tensor
+  if (options_.codec == GradCodec::terngrad && options_.shared_scalar) {  // the max-allreduce of one scalar per tensor
     WireBytes s = ring_allreduce_bytes(4 * static_cast<std::uint64_t>(layers_.size()), workers);
     b.uplink += s.uplink;
     b.downlink += s.downlink;
@@ -246,7 +246,7 @@ std::vector<std::vector<float>> GradientExchange::combine(const std::vector<std:
     ls.ternary = ternary_[t];
     ls.payload_bytes = payload_size_[t];
     ls.float_bytes = 4 * layers_[t].numel;
-    if (ternary_[t]) {
+    if (ternary_[t] && options_.shared_scalar) {
       Aggregate agg = aggregate(*codec_, payloads);
       std::uint32_t expect_bits, got_bits;
       std::memcpy(&expect_bits, &shared[t], 4);
@@ -260,13 +260,20 @@ std::vector<std::vector<float>> GradientExchange::combine(const std::vector<std:
       ls.sparsity = total > 0 ? 1.0 - static_cast<double>(nonzero) / total : 0.0;
       ls.scalar = shared[t];
     } else {
-      // Float, QSGD and sign tensors: decode, sum in worker order in double, then divide, so every
-      // rank gets the same bits.
+      // Float, QSGD and sign tensors, and ternary ones with each worker's own scalar: decode, sum in
+      // worker order in double, then divide, so every rank gets the same bits.
       std::vector<double> sum(layers_[t].numel, 0.0);
       std::vector<float> values(layers_[t].numel);
       std::uint64_t zeros = 0;
       for (const auto& p : payloads) {
-        if (kind_[t] == Kind::qsgd) {
+        if (ternary_[t]) {  // own scalars: s_w * trit per worker
+          Decoded d = decode(*codec_, p);
+          if (d.values.size() != sum.size())
+            throw std::runtime_error("tensor " + layers_[t].name + ": ternary payload has the wrong element count");
+          for (float v : d.values) zeros += v == 0.0f;
+          ls.scalar = std::max(ls.scalar, d.header.scalar);  // reported: the largest worker scalar
+          values = std::move(d.values);
+        } else if (kind_[t] == Kind::qsgd) {
           qsgd_decode(p, options_.qsgd_levels, values);
           for (float v : values) zeros += v == 0.0f;
         } else if (kind_[t] == Kind::sign) {
@@ -279,7 +286,7 @@ std::vector<std::vector<float>> GradientExchange::combine(const std::vector<std:
         }
         for (std::size_t k = 0; k < sum.size(); ++k) sum[k] += values[k];
       }
-      if (kind_[t] == Kind::qsgd) {  // fraction of zero levels, mean over workers
+      if (kind_[t] == Kind::qsgd || ternary_[t]) {  // fraction of zero levels or trits, mean over workers
         double total = static_cast<double>(layers_[t].numel) * static_cast<double>(workers);
         ls.sparsity = total > 0 ? static_cast<double>(zeros) / total : 0.0;
       }
@@ -318,14 +325,18 @@ std::vector<std::vector<float>> GradientExchange::simulate(const std::vector<std
     return out;
   }
   std::vector<float> shared(layers_.size(), 0.0f);
+  std::vector<std::vector<float>> own;  // each worker's scalars
   for (const auto& g : grads) {
-    std::vector<float> s = local_scalars(g);
-    for (std::size_t t = 0; t < s.size(); ++t) shared[t] = std::max(shared[t], s[t]);
+    own.push_back(local_scalars(g));
+    for (std::size_t t = 0; t < own.back().size(); ++t) shared[t] = std::max(shared[t], own.back()[t]);
   }
   finish_scalars(shared);
   std::vector<std::vector<std::uint8_t>> buffers;
-  for (std::size_t w = 0; w < grads.size(); ++w)
-    buffers.push_back(encode_worker(grads[w], losses[w], shared, static_cast<std::uint32_t>(w), step));
+  for (std::size_t w = 0; w < grads.size(); ++w) {
+    if (!options_.shared_scalar) finish_scalars(own[w]);
+    buffers.push_back(encode_worker(grads[w], losses[w], options_.shared_scalar ? shared : own[w],
+                                    static_cast<std::uint32_t>(w), step));
+  }
   double encode_s = seconds_since(t0);
   auto t1 = Clock::now();
   auto out = combine(buffers, shared, stats);
@@ -391,6 +402,16 @@ std::vector<std::vector<float>> GradientExchange::exchange(const std::vector<std
     op();
     wire_s += seconds_since(tw);
   };
+  // The step's times and bytes into stats: encode, the collectives' wait and wire, decode since td.
+  auto record_times = [&](double encode_s, Clock::time_point td) {
+    if (!stats) return;
+    stats->encode_s = encode_s;
+    stats->wait_s = wait_s;
+    stats->wire_s = wire_s;
+    stats->comm_s = wait_s + wire_s;
+    stats->decode_s = seconds_since(td);
+    stats->wire = step_bytes(workers);
+  };
   auto t0 = Clock::now();
   if (float_allreduce()) {
     std::vector<float> sum = flat_floats(mine, loss);
@@ -398,19 +419,13 @@ std::vector<std::vector<float>> GradientExchange::exchange(const std::vector<std
     collective([&] { transport.allreduce_sum(sum); });
     auto td = Clock::now();
     auto out = unflatten_mean(sum, workers, stats);
-    if (stats) {
-      stats->encode_s = encode_s;
-      stats->wait_s = wait_s;
-      stats->wire_s = wire_s;
-      stats->comm_s = wait_s + wire_s;
-      stats->decode_s = seconds_since(td);
-      stats->wire = step_bytes(workers);
-    }
+    record_times(encode_s, td);
     return out;
   }
   std::vector<float> shared = local_scalars(mine);
   double encode_s = seconds_since(t0);
-  if (options_.codec == GradCodec::terngrad) collective([&] { transport.allreduce_max(shared); });  // the max over workers
+  if (options_.codec == GradCodec::terngrad && options_.shared_scalar)
+    collective([&] { transport.allreduce_max(shared); });  // the max over workers
   auto te = Clock::now();
   finish_scalars(shared);
   std::vector<std::uint8_t> buf = encode_worker(mine, loss, shared, static_cast<std::uint32_t>(transport.rank()), step);
@@ -422,14 +437,7 @@ std::vector<std::vector<float>> GradientExchange::exchange(const std::vector<std
                              std::to_string(transport.world_size()) + " ranks");
   auto td = Clock::now();
   auto out = combine(buffers, shared, stats);
-  if (stats) {
-    stats->encode_s = encode_s;
-    stats->wait_s = wait_s;
-    stats->wire_s = wire_s;
-    stats->comm_s = wait_s + wire_s;
-    stats->decode_s = seconds_since(td);
-    stats->wire = step_bytes(workers);
-  }
+  record_times(encode_s, td);
   return out;
 }
 

@@ -82,7 +82,7 @@ void write_outputs(const std::string& dir, const TrainConfig& c, const TrainResu
 
   nlohmann::json j;
   j["config"] = {{"model", c.model}, {"data", c.data}, {"data_dir", c.data_dir}, {"train_limit", c.train_limit},
-                 {"test_limit", c.test_limit}, {"codec", c.codec}, {"packing", c.packing}, {"layerwise", c.layerwise},
+                 {"test_limit", c.test_limit}, {"codec", c.codec}, {"packing", c.packing}, {"layerwise", c.layerwise}, {"shared_scalar", c.shared_scalar},
                  {"clip", c.clip}, {"c", c.c}, {"float_below", c.float_below}, {"quantize_last", c.quantize_last},
                  {"qsgd_levels", c.qsgd_levels}, {"float_exchange", c.float_exchange},
                  {"optimizer", c.optimizer}, {"lr", c.lr}, {"momentum", c.momentum}, {"weight_decay", c.weight_decay},

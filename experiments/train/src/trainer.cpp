@@ -237,6 +237,7 @@ std::string fingerprint(const TrainConfig& c, int workers) {
     << '|' << c.batch << '|' << workers << '|' << c.seed << '|' << c.weight_decay_in;
   if (c.codec == "qsgd") s << "|qsgd-levels " << c.qsgd_levels;
   if (c.codec == "float") s << '|' << c.float_exchange;
+  if (!c.shared_scalar) s << "|own-scalars";
   return s.str();
 }
 
@@ -414,6 +415,7 @@ TrainResult run_training(const TrainConfig& c) {
   xo.params.packing = parse_packing(c.packing.c_str());
   xo.params.float_below = c.float_below;
   xo.layerwise = c.layerwise;
+  xo.shared_scalar = c.shared_scalar;
   xo.quantize_last = c.quantize_last;
   xo.last_layer_from = last_from;
   xo.seed = c.seed;

@@ -165,6 +165,48 @@ TEST(Exchange, TernGradSharesTheMaxScalarAndAggregatesExactly) {
   }
 }
 
+// Without scalar sharing each worker encodes with its own scalar (max |g_w| without clipping): the
+// expected mean is computed here from independent tg::encode calls under the exchange's keys
+// (seed, worker, tensor, step), decoded and summed in worker order in double, divided by N.
+TEST(Exchange, OwnScalarsDecodeEachWorkerWithItsOwnScalar) {
+  ExchangeOptions o;  // terngrad, no clipping, layer-wise, 2bit
+  o.seed = 77;
+  o.shared_scalar = false;
+  std::shared_ptr<const tg::Codec> codec = tg::make_optimized_codec(1);
+  GradientExchange x(kLayers, o, codec);
+  const int N = 3;
+  const std::uint32_t step = 12;
+  auto g = random_grads(N, kLayers, 6);
+  StepStats st;
+  auto avg = x.simulate(spans(g), {0, 0, 0}, step, &st);
+  for (std::size_t t = 0; t < kLayers.size(); ++t) {
+    std::vector<double> sum(kLayers[t].numel, 0.0);
+    float largest = 0.0f;
+    bool scalars_differ = false;
+    float first = 0.0f;
+    for (int w = 0; w < N; ++w) {
+      tg::StreamKey key{o.seed, static_cast<std::uint32_t>(w), static_cast<std::uint32_t>(t), step};
+      tg::Decoded d = tg::decode(*codec, tg::encode(*codec, g[w][t], o.params, key));
+      float own = 0.0f;
+      for (float v : g[w][t]) own = std::max(own, std::fabs(v));
+      EXPECT_EQ(d.header.scalar, own) << "worker " << w << " tensor " << t;
+      if (w == 0) first = own;
+      scalars_differ |= own != first;
+      largest = std::max(largest, own);
+      for (std::size_t k = 0; k < sum.size(); ++k) sum[k] += d.values[k];
+    }
+    EXPECT_TRUE(scalars_differ) << t;  // random_grads scales worker w by w + 1
+    EXPECT_EQ(st.layers[t].scalar, largest);
+    for (std::size_t k = 0; k < sum.size(); ++k)
+      ASSERT_EQ(avg[t][k], static_cast<float>(sum[k] / N)) << t << " " << k;
+  }
+  // no scalar allreduce: only the allgather of the payloads goes over the wire
+  ExchangeOptions shared = o;
+  shared.shared_scalar = true;
+  WireBytes own_bytes = x.step_bytes(N), shared_bytes = GradientExchange(kLayers, shared, codec).step_bytes(N);
+  EXPECT_EQ(shared_bytes.uplink - own_bytes.uplink, ring_allreduce_bytes(4 * kLayers.size(), N).uplink);
+}
+
 TEST(Exchange, NonLayerwiseUsesOneScalarAndSmallTensorsStayFloat) {
   ExchangeOptions o;
   o.layerwise = false;
@@ -215,10 +257,12 @@ TEST(Exchange, RanksThroughATransportGiveTheSimulationsBits) {
     GradCodec codec;
     FloatExchange how;
     int ranks;
+    bool shared_scalar = true;
   };
   for (Case c : {Case{GradCodec::float32, FloatExchange::allgather, 4}, Case{GradCodec::float32, FloatExchange::allreduce, 2},
                  Case{GradCodec::terngrad, FloatExchange::allreduce, 4}, Case{GradCodec::qsgd, FloatExchange::allreduce, 4},
-                 Case{GradCodec::signsgd_ef, FloatExchange::allreduce, 4}}) {
+                 Case{GradCodec::signsgd_ef, FloatExchange::allreduce, 4},
+                 Case{GradCodec::terngrad, FloatExchange::allreduce, 3, /*shared_scalar=*/false}}) {
     ExchangeOptions o;
     o.codec = c.codec;
     o.float_exchange = c.how;
@@ -226,8 +270,10 @@ TEST(Exchange, RanksThroughATransportGiveTheSimulationsBits) {
     o.params.float_below = 15;
     o.qsgd_levels = 3;
     o.seed = 99;
+    o.shared_scalar = c.shared_scalar;
     const int N = c.ranks;
-    std::string what = std::string(to_string(c.codec)) + "/" + to_string(c.how) + " on " + std::to_string(N) + " ranks";
+    std::string what = std::string(to_string(c.codec)) + "/" + to_string(c.how) + " on " + std::to_string(N) + " ranks" +
+                       (c.shared_scalar ? "" : ", own scalars");
     GradientExchange sim(kLayers, o, tg::make_optimized_codec(1));
     std::vector<GradientExchange> per_rank(N, GradientExchange(kLayers, o, tg::make_optimized_codec(1)));
     std::vector<float> losses = {0.5f, 0.25f, 0.125f, 2.0f};

@@ -49,6 +49,8 @@ struct ExchangeOptions {
   GradCodec codec = GradCodec::terngrad;
   Params params;               // clipping, c, packing, float_below (tensors with fewer elements stay float)
   bool layerwise = true;       // one scalar per tensor (paper Section 3.2); false: one scalar for all
+  bool shared_scalar = true;   // terngrad: every worker uses the max over workers (paper Section 3.1);
+                               // false: each worker its own scalar, and the mean is decoded in double
   bool quantize_last = true;   // false: the last layer's tensors (`last_layer_from` on) stay float
   std::size_t last_layer_from = 0;  // index of the first tensor of the last layer
   std::uint64_t seed = 1;

@@ -25,6 +25,7 @@ struct TrainConfig {
   std::string float_exchange = "allreduce";  // float: allreduce (sum over ranks) | allgather (every gradient to every rank)
   std::string packing = "2bit";         // 2bit | base3
   bool layerwise = true;
+  bool shared_scalar = true;            // terngrad: workers share the max scalar (false: each its own)
   std::string clip = "none";            // none | clip | saturate
   double c = 2.5;
   std::uint64_t float_below = 0;        // tensors with fewer elements stay float32
