@@ -44,7 +44,7 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   sub->add_option("--gamma", c.gamma, "Learning-rate policy gamma")->check(CLI::NonNegativeNumber);
   sub->add_option("--power", c.power, "Learning-rate policy power (inv)")->check(CLI::NonNegativeNumber);
   sub->add_option("--step-size", c.step_size, "Learning-rate policy step size (step)")->check(CLI::Range(1, 1 << 30));
-  sub->add_option("--batch", c.batch, "Total batch over all workers")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--batch", c.batch, "Total batch over all workers (--data synthetic makes 2 x batch images: at most 1 GiB of pixels)")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--workers", c.workers, "Simulated workers (in one process)")->check(CLI::Range(1, 1024));
   sub->add_option("--steps", c.steps, "Training steps")->check(CLI::Range(1L, 1L << 31));
   sub->add_option("--epochs", c.epochs, "Epochs (overrides --steps when > 0)")->check(CLI::NonNegativeNumber);
@@ -130,7 +130,7 @@ static std::vector<Command> train_commands() {
       add_train_options(sub, *cfg, *cli);
       return sub;
     };
-    c.run_fn = [cfg, cli] { return guarded("train", [&] { return run_train(*cfg, *cli); }); };
+    c.run_fn = [cfg, cli] { return run_train(*cfg, *cli); };
     list.push_back(c);
   }
   {
@@ -146,7 +146,7 @@ static std::vector<Command> train_commands() {
       sub->add_option("train_options", opts->train_args, "Options of `terngrad train`, after --");
       return sub;
     };
-    c.run_fn = [opts] { return guarded("launch", [&] { return tg::train::launch(*opts); }); };
+    c.run_fn = [opts] { return tg::train::launch(*opts); };
     list.push_back(c);
   }
   {
@@ -167,7 +167,7 @@ static std::vector<Command> train_commands() {
       return sub;
     };
     c.run_fn = [opts] {
-      return guarded("train-store", [&] { return tg::train::run_store(opts->addr, opts->port, opts->world, opts->timeout_s); });
+      return tg::train::run_store(opts->addr, opts->port, opts->world, opts->timeout_s);
     };
     list.push_back(c);
   }

@@ -362,8 +362,11 @@ NB_MODULE(_core, m) {
         std::size_t n = v.span.size();
         if (static_cast<std::uint64_t>(first_step) + draws > (std::uint64_t{1} << 32))
           throw nb::value_error("first_step + draws must not exceed 2^32 (steps are 32-bit)");
-        if (static_cast<double>(draws) * static_cast<double>(n) > 4e9)
-          throw nb::value_error("draws * size over 4e9 trits: ask for fewer draws");
+        // Refused before anything is allocated: the result is draws x size int8 trits.
+        constexpr std::uint64_t kMaxTrits = std::uint64_t{1} << 30;  // 1 GiB
+        if (static_cast<std::uint64_t>(draws) * n > kMaxTrits)
+          throw nb::value_error(("draws x size = " + std::to_string(static_cast<std::uint64_t>(draws) * n) +
+                                 " trits is over the limit of 2^30 (1 GiB of int8): ask for fewer draws").c_str());
         std::vector<std::int8_t> trits(static_cast<std::size_t>(draws) * n);
         float s;
         {
@@ -386,7 +389,8 @@ NB_MODULE(_core, m) {
       "g"_a, "draws"_a, "first_step"_a = 0, "seed"_a = 0, "worker"_a = 0, "tensor"_a = 0, "clip"_a = "none",
       "c"_a = 2.5, "codec"_a = "optimized",
       "Independent draws for Monte-Carlo: row j is ternarize(g, step=first_step + j). Returns (s, trits) "
-      "with trits an int8 array of shape (draws, g.size).");
+      "with trits an int8 array of shape (draws, g.size); draws * g.size is at most 2^30 (ValueError before "
+      "allocating otherwise). Releases the GIL; Ctrl-C interrupts it (KeyboardInterrupt).");
 
   m.def(
       "tensor_scalar",

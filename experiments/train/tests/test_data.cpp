@@ -137,3 +137,14 @@ TEST(FashionMnist, DebianPackageTestSplit) {
   for (auto l : s.labels) ++per_class[static_cast<std::size_t>(l)];
   for (int n : per_class) EXPECT_EQ(n, 1000);  // the published test split is balanced: 1000 per class
 }
+
+// issue 16: `train --data synthetic --batch 1048576` made 2^21 images (1.6 GB) before failing in LibTorch.
+TEST(Synthetic, OversizedSetRefusedBeforeAllocating) {
+  try {
+    (void)tg::train::synthetic_images(std::size_t{2} << 20, 1, 28, 28, 10, 1);
+    FAIL() << "2^21 images of 28x28 (1.6 GB) were made";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("over the limit of 1 GiB"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(tg::train::synthetic_images(16, 1, 28, 28, 10, 1).count, 16u);
+}

@@ -48,7 +48,11 @@ ImageSet load_cifar10_dir(const std::string& dir, bool train, std::size_t limit 
 /// Writes a file in CIFAR-10 binary format (used by tests and to export subsets).
 void write_cifar10_bin(const std::string& path, const ImageSet& set);
 
+/// Bytes of pixels synthetic_images makes at most (1 GiB); more is refused before allocating.
+inline constexpr std::size_t kMaxSyntheticBytes = std::size_t{1} << 30;
+
 /// Random-looking images of the given shape with labels, from a seed (for throughput runs only).
+/// std::invalid_argument when count x channels x height x width exceeds kMaxSyntheticBytes.
 ImageSet synthetic_images(std::size_t count, int channels, int height, int width, int classes,
                           std::uint64_t seed);
 
