@@ -367,10 +367,13 @@ NB_MODULE(_core, m) {
         if (static_cast<std::uint64_t>(draws) * n > kMaxTrits)
           throw nb::value_error(("draws x size = " + std::to_string(static_cast<std::uint64_t>(draws) * n) +
                                  " trits is over the limit of 2^30 (1 GiB of int8): ask for fewer draws").c_str());
-        std::vector<std::int8_t> trits(static_cast<std::size_t>(draws) * n);
+        std::vector<std::int8_t> trits;
         float s;
         {
           nb::gil_scoped_release release;
+          // Reserved, not zeroed: each row's pages are touched as it is drawn, between the signal
+          // polls (zeroing 1 GiB first, under the GIL, delayed Ctrl-C by seconds).
+          trits.reserve(static_cast<std::size_t>(draws) * n);
           tg::ScalarRule rule = tg::own_rule(cd, v.span, p, tensor);
           s = rule.scalar;
           // Ctrl-C is honoured between chunks of about 2^24 trits (the GIL is taken only to poll).
@@ -380,8 +383,9 @@ NB_MODULE(_core, m) {
               nb::gil_scoped_acquire gil;
               if (PyErr_CheckSignals() != 0) throw nb::python_error();
             }
+            trits.resize(static_cast<std::size_t>(j + 1) * n);  // within the capacity: no reallocation
             cd.ternarize(v.span, rule, {seed, worker, tensor, first_step + j},
-                         std::span<std::int8_t>(trits.data() + j * n, n));
+                         std::span<std::int8_t>(trits.data() + static_cast<std::size_t>(j) * n, n));
           }
         }
         return std::make_tuple(s, to_numpy(std::move(trits), {draws, n}));
