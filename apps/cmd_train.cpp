@@ -44,7 +44,7 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   sub->add_option("--gamma", c.gamma, "Learning-rate policy gamma")->check(CLI::NonNegativeNumber);
   sub->add_option("--power", c.power, "Learning-rate policy power (inv)")->check(CLI::NonNegativeNumber);
   sub->add_option("--step-size", c.step_size, "Learning-rate policy step size (step)")->check(CLI::Range(1, 1 << 30));
-  sub->add_option("--batch", c.batch, "Total batch over all workers (--data synthetic makes 2 x batch images: at most 1 GiB of pixels)")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--batch", c.batch, "Total batch over all workers (refused when one worker's share is over 1 GiB of float32 input, or --data synthetic's 2 x batch images over 1 GiB of pixels)")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--workers", c.workers, "Simulated workers (in one process)")->check(CLI::Range(1, 1024));
   sub->add_option("--steps", c.steps, "Training steps")->check(CLI::Range(1L, 1L << 31));
   sub->add_option("--epochs", c.epochs, "Epochs (overrides --steps when > 0)")->check(CLI::NonNegativeNumber);

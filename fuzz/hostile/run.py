@@ -2,8 +2,13 @@
 """terngrad-bench: the hostile-input table (issue 16). Runs the built `terngrad` on each hostile input
 of CASES below and records, for each: exit code, the first stderr line, peak memory (ru_maxrss of the
 child, from wait4) and wall time. Fails when an input exits with anything but its expected code, takes
-more than 2 s or 256 MB before its error, or leaves something at an output path it must not change
-(a device node, FIFO, socket or symlink replaced).
+more than 2 s or 256 MB before its error, prints more than one error line, names a C++ allocation error
+(a size from the input used unchecked: bad_alloc, length_error), or leaves something at an output path
+it must not change (a device node, FIFO, socket or symlink replaced; a partial file or temporary left
+under a file size limit). Inputs: outputs at special paths, .npy files that claim huge shapes or never
+end, external codecs that block or never answer, numbers out of range, a file size limit (RLIMIT_FSIZE,
+the full-disk case without mounting anything), `report --python` that is not Python, a synthetic batch
+too large for memory, and store peers (fake sockets in this script) sending garbage to a rank.
 
     python3 fuzz/hostile/run.py --terngrad build/default/apps/terngrad            # check (ctest: tg_hostile_inputs)
     python3 fuzz/hostile/run.py --terngrad build/default/apps/terngrad --write-report reports/reliability.md
@@ -15,6 +20,7 @@ with the reason, otherwise); no system device is ever used as an output.
 import argparse
 import os
 import platform
+import re
 import resource
 import shutil
 import signal
@@ -30,6 +36,8 @@ import time
 TIME_LIMIT_S = 2.0
 MEMORY_LIMIT_MB = 256
 HARD_TIMEOUT_S = 20.0
+# a message of the C++ library about an allocation: a size taken from the input was not checked first
+UNCHECKED_SIZE = re.compile(r"bad_alloc|max_size\(\)|length_error|vector::_M|basic_string::|can't allocate memory")
 
 
 def npy_bytes(shape, data=b"", descr="<f4"):
@@ -295,6 +303,9 @@ def cases():
         lambda env: (["train", "--data", "synthetic", "--batch", "1048576", "--steps", "1", "--no-progress",
                       "--out", env.p("run")], None))
 
+    add("train --batch 1048576 on Fashion-MNIST",
+        lambda env: (["train", "--batch", "1048576", "--steps", "1", "--no-progress", "--out", env.p("run")], None))
+
     # ---- a store peer that sends garbage (the rendezvous store, experiments/train/src/store.cpp)
     def rank_vs_garbage_store(reply):
         def setup(env):
@@ -304,6 +315,8 @@ def cases():
         return setup
     add("train rank 1, its store answers 0xff bytes", rank_vs_garbage_store(b"\xff" * 64))
     add("train rank 1, its store answers a 4 GiB length", rank_vs_garbage_store(b"\x82\xff\xff\xff\xff"))
+    add("train rank 1, its store answers 'stop waiting' + length 2^64-1 (c10d's format)",
+        rank_vs_garbage_store(b"\x00" + b"\xff" * 8))
     add("train rank 1, its store answers a value of 2^32-16 bytes",
         rank_vs_garbage_store(b"\x82\x04\x00\x00\x00\xf0\xff\xff\xff"))
 
@@ -401,6 +414,8 @@ def main():
                 problems.append("exit code outside 0/1/2")
             if code == "2" and nlines != 1:
                 problems.append("%d stderr lines (want 1)" % nlines)
+            if UNCHECKED_SIZE.search(msg):
+                problems.append("an allocation error from an unchecked size")
             if wall > TIME_LIMIT_S:
                 problems.append("%.2f s > %.0f s" % (wall, TIME_LIMIT_S))
             if mb > MEMORY_LIMIT_MB:

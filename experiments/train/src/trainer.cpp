@@ -327,6 +327,7 @@ TrainResult run_training(const TrainConfig& c) {
   learning_rate(c, 0);  // validates the policy before any work
 
   Dataset data = load_data(c);
+  check_shard_fits(data.train, static_cast<std::size_t>(c.batch / workers), static_cast<std::size_t>(c.batch));
   torch::manual_seed(c.seed);
   std::shared_ptr<Net> model = make_model(c.model, model_input(c, data));
   model->train();

@@ -148,3 +148,15 @@ TEST(Synthetic, OversizedSetRefusedBeforeAllocating) {
   }
   EXPECT_EQ(tg::train::synthetic_images(16, 1, 28, 28, 10, 1).count, 16u);
 }
+
+// issue 16: `train --batch 1048576` (the documented maximum) built a 3 GB batch before LibTorch failed.
+TEST(Synthetic, OversizedShardRefused) {
+  tg::train::ImageSet set;
+  set.channels = 1;
+  set.height = set.width = 28;
+  EXPECT_THROW(tg::train::check_shard_fits(set, std::size_t{1} << 20, std::size_t{1} << 20), std::invalid_argument);
+  EXPECT_NO_THROW(tg::train::check_shard_fits(set, 64, 128));
+  // at the limit: 342,392 images of 28x28 float32 (3,136 bytes each) = 1,073,741,312 bytes <= 2^30; one more is over
+  EXPECT_NO_THROW(tg::train::check_shard_fits(set, 342392, 342392));
+  EXPECT_THROW(tg::train::check_shard_fits(set, 342393, 342393), std::invalid_argument);
+}
