@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "tg/atomic_file.hpp"
+#include "tg/train/data.hpp"
 #include "tg/train/launcher.hpp"
 #include "tg/train/trainer.hpp"
 
@@ -80,6 +81,10 @@ int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
     throw std::invalid_argument("--rank and --world-size go together (or use `terngrad launch`)");
   if (c.world_size > 0 && c.rank >= c.world_size)
     throw std::invalid_argument("--rank " + std::to_string(c.rank) + " is not below --world-size " + std::to_string(c.world_size));
+  const int workers = c.world_size > 0 ? c.world_size : c.workers;
+  if (workers > 0 && c.batch > 0)
+    tg::train::check_shard_fits_before_loading(c.data, static_cast<std::size_t>(c.batch / workers),
+                                               static_cast<std::size_t>(c.batch));
   tg::train::TrainResult r = tg::train::run_training(c);
   if (c.world_size > 0 && c.rank != 0) return 0;
   std::uint64_t tp = 0, tf = 0, ap = 0, af = 0;

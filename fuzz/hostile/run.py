@@ -246,7 +246,7 @@ def cases():
     add("verify --impl exec: codec output is a FIFO", exec_output('mkfifo "$out"'))
     add("verify --impl exec: codec output -> /dev/zero", exec_output('ln -s /dev/zero "$out"'))
     add("verify --impl exec: codec output sparse 6 GiB", exec_output('truncate -s 6G "$out"'))
-    add("verify --impl exec: codec that never exits (--exec-timeout 0.3)", exec_output("exec sleep 30", "0.3"))
+    add("verify --impl exec: codec that never exits (--exec-timeout 0.05)", exec_output("exec sleep 30", "0.05"))
 
     def serve_endless_line(env):
         script = env.p("serve.sh")
@@ -337,7 +337,7 @@ def cases():
                 except OSError:
                     time.sleep(0.05)
         return (["train", "--data", "synthetic", "--steps", "1", "--no-progress", "--world-size", "2", "--rank", "0",
-                 "--master-port", str(port), "--timeout-s", "0.5"], None, {"peer": peer})
+                 "--master-port", str(port), "--timeout-s", "0.3"], None, {"peer": peer})
     add("train rank 0, a peer sends garbage to its store (rank 1 never joins)", rank0_vs_garbage_peer)
     return out
 

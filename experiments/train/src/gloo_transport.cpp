@@ -83,6 +83,13 @@ class GlooTransport : public Transport {
       throw std::runtime_error(where() + "rendezvous of " + std::to_string(o.world_size) +
                                " ranks did not complete within " + seconds_text(o.timeout_s) +
                                " (a rank never joined, or the store went away): " + short_message(e));
+    } catch (const store::StoreProtocolError& e) {
+      throw std::runtime_error(where() + "rendezvous of " + std::to_string(o.world_size) +
+                               " ranks failed: the store peer sent a malformed message: " + e.what());
+    } catch (const store::StoreTimeout& e) {
+      throw std::runtime_error(where() + "rendezvous of " + std::to_string(o.world_size) +
+                               " ranks did not complete within " + seconds_text(o.timeout_s) +
+                               " (a rank never joined): " + e.what());
     } catch (const std::exception& e) {
       throw std::runtime_error(where() + "rendezvous of " + std::to_string(o.world_size) + " ranks failed (lost the store at " +
                                o.addr + ":" + std::to_string(o.port) + "?): " + e.what());

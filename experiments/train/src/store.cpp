@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -31,6 +32,12 @@ sockaddr_in ipv4(const std::string& addr, int port) {
 }
 
 std::string errno_text(int e) { return std::strerror(e); }
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
 
 struct Conn {
   int fd = -1;
@@ -319,7 +326,7 @@ StoreClient::StoreClient(const std::string& addr, int port, double timeout_s)
     ::close(fd_);
     fd_ = -1;
     if (Clock::now() > deadline)
-      throw StoreTimeout("cannot reach the store at " + where_ + " within " + std::to_string(timeout_s) + " s: " +
+      throw StoreTimeout("cannot reach the store at " + where_ + " within " + seconds(timeout_s) + ": " +
                          errno_text(last));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -350,7 +357,7 @@ Answer StoreClient::call(const Request& r, double timeout_s) {
     pollfd p{fd_, POLLOUT, 0};
     int pr = ::poll(&p, 1, ms_left());
     if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) fail(StoreTimeout(what + " at " + where_ + " not sent within " + std::to_string(timeout_s) + " s"));
+    if (pr == 0) fail(StoreTimeout(what + " at " + where_ + " not sent within " + seconds(timeout_s)));
     ssize_t n = ::send(fd_, msg.data() + sent, msg.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) fail(StoreConnectionError(what + ": lost the store at " + where_ + ": " + errno_text(errno)));
@@ -374,7 +381,7 @@ Answer StoreClient::call(const Request& r, double timeout_s) {
     pollfd p{fd_, POLLIN, 0};
     int pr = ::poll(&p, 1, ms_left());
     if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) fail(StoreTimeout(what + ": no answer from the store at " + where_ + " within " + std::to_string(timeout_s) + " s"));
+    if (pr == 0) fail(StoreTimeout(what + ": no answer from the store at " + where_ + " within " + seconds(timeout_s)));
     std::uint8_t buf[65536];
     ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;

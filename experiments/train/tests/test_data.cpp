@@ -160,3 +160,11 @@ TEST(Synthetic, OversizedShardRefused) {
   EXPECT_NO_THROW(tg::train::check_shard_fits(set, 342392, 342392));
   EXPECT_THROW(tg::train::check_shard_fits(set, 342393, 342393), std::invalid_argument);
 }
+
+TEST(Synthetic, OversizedShardRefusedBeforeLoading) {
+  EXPECT_THROW(tg::train::check_shard_fits_before_loading("fashion-mnist", std::size_t{1} << 20, std::size_t{1} << 20),
+               std::invalid_argument);
+  EXPECT_THROW(tg::train::check_shard_fits_before_loading("cifar10", 100000, 200000), std::invalid_argument);  // 1.2 GB
+  EXPECT_NO_THROW(tg::train::check_shard_fits_before_loading("cifar10", 64, 128));
+  EXPECT_NO_THROW(tg::train::check_shard_fits_before_loading("synthetic", std::size_t{1} << 20, std::size_t{1} << 20));
+}

@@ -10,8 +10,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <thread>
 
@@ -213,4 +217,30 @@ TEST(StoreProtocol, RoundTripAndLimits) {
     EXPECT_FALSE(ts::parse_frame(std::span<const std::uint8_t>(bytes).first(cut), false));
   EXPECT_THROW(ts::encode_request({ts::Op::set, {std::string(ts::kMaxKey + 1, 'k')}, {}, {}, 0}), std::invalid_argument);
   EXPECT_THROW(ts::parse_frame(frame(2, static_cast<std::uint32_t>(ts::kMaxBody + 1)), false), ts::StoreProtocolError);
+}
+
+// The seeds of fuzz_store (fuzz/corpus/store) are valid streams: every frame decodes and re-encodes to
+// its bytes, so the fuzzer starts from messages the store accepts.
+TEST(StoreProtocol, FuzzSeedsAreValidStreams) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(TG_STORE_CORPUS)) {
+    std::ifstream f(entry.path(), std::ios::binary);
+    std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(bytes.empty()) << entry.path();
+    const bool answer = bytes[0] & 1;
+    std::span<const std::uint8_t> rest(bytes.data() + 1, bytes.size() - 1);
+    int frames = 0;
+    while (!rest.empty()) {
+      auto fr = ts::parse_frame(rest, answer);
+      ASSERT_TRUE(fr) << entry.path() << ": incomplete frame";
+      auto again = answer ? ts::encode_answer(ts::decode_answer(*fr)) : ts::encode_request(ts::decode_request(*fr));
+      EXPECT_TRUE(std::equal(again.begin(), again.end(), rest.begin(), rest.begin() + fr->size) && again.size() == fr->size)
+          << entry.path();
+      rest = rest.subspan(fr->size);
+      ++frames;
+    }
+    EXPECT_GT(frames, 0) << entry.path();
+    ++files;
+  }
+  EXPECT_GE(files, 7);
 }

@@ -53,15 +53,26 @@ void write_cifar10_bin(const std::string& path, const ImageSet& set);
 /// LibTorch's allocation error).
 inline constexpr std::size_t kMaxShardInputBytes = std::size_t{1} << 30;
 
-/// std::invalid_argument naming --batch when `shard` images of `set` take more than kMaxShardInputBytes
-/// as float32.
-inline void check_shard_fits(const ImageSet& set, std::size_t shard, std::size_t batch) {
-  const double bytes = static_cast<double>(shard) * static_cast<double>(set.image_bytes()) * 4.0;
+/// std::invalid_argument naming --batch when `shard` images of channels x height x width take more than
+/// kMaxShardInputBytes as float32.
+inline void check_shard_fits(int channels, int height, int width, std::size_t shard, std::size_t batch) {
+  const double bytes = static_cast<double>(shard) * channels * height * width * 4.0;
   if (bytes > static_cast<double>(kMaxShardInputBytes))
     throw std::invalid_argument("--batch " + std::to_string(batch) + " gives each worker " + std::to_string(shard) +
-                                " images of " + std::to_string(set.channels) + "x" + std::to_string(set.height) + "x" +
-                                std::to_string(set.width) + ", " + std::to_string(static_cast<long long>(bytes / (1 << 20))) +
+                                " images of " + std::to_string(channels) + "x" + std::to_string(height) + "x" +
+                                std::to_string(width) + ", " + std::to_string(static_cast<long long>(bytes / (1 << 20))) +
                                 " MiB of float32 input per step, over the limit of 1024 MiB: lower --batch");
+}
+inline void check_shard_fits(const ImageSet& set, std::size_t shard, std::size_t batch) {
+  check_shard_fits(set.channels, set.height, set.width, shard, batch);
+}
+
+/// Checked before a data set with a fixed image shape is read (fashion-mnist, mnist: 1x28x28;
+/// cifar10: 3x32x32), so that a --batch too large is refused without reading 60,000 images first;
+/// other data sets are checked once made (synthetic_images, check_shard_fits).
+inline void check_shard_fits_before_loading(const std::string& data, std::size_t shard, std::size_t batch) {
+  if (data == "fashion-mnist" || data == "mnist") check_shard_fits(1, 28, 28, shard, batch);
+  if (data == "cifar10") check_shard_fits(3, 32, 32, shard, batch);
 }
 
 /// Bytes of pixels synthetic_images makes at most (1 GiB); more is refused before allocating.

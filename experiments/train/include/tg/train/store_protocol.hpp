@@ -69,9 +69,10 @@ inline bool known_op(std::uint8_t op) { return op >= 1 && op <= 8; }
 
 inline std::string op_text(std::uint8_t op) {
   static const char* names[] = {"?", "SET", "GET", "ADD", "CHECK", "WAIT", "DELETE", "NUM_KEYS", "COMPARE_SET"};
-  std::uint8_t base = op == 0xFF ? 0 : static_cast<std::uint8_t>(op & 0x7F);
-  if (op == 0xFF) return "ERROR";
-  return base >= 1 && base <= 8 ? names[base] : "op " + std::to_string(op);
+  if (op == 0xFF) return "ERROR answer";
+  std::uint8_t base = static_cast<std::uint8_t>(op & 0x7F);
+  if (base < 1 || base > 8) return "op " + std::to_string(op);
+  return std::string(names[base]) + ((op & kAnswer) ? " answer" : "");
 }
 
 /// The first frame of buf: std::nullopt while incomplete (more bytes needed); StoreProtocolError when
