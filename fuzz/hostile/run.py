@@ -6,8 +6,9 @@ more than 2 s or 256 MB before its error, prints more than one error line, names
 (a size from the input used unchecked: bad_alloc, length_error), or leaves something at an output path
 it must not change (a device node, FIFO, socket or symlink replaced; a partial file or temporary left
 under a file size limit). Inputs: outputs at special paths, .npy files that claim huge shapes or never
-end, external codecs that block or never answer, numbers out of range, a file size limit (RLIMIT_FSIZE,
-the full-disk case without mounting anything), `report --python` that is not Python, a synthetic batch
+end, external codecs that block or never answer, numbers out of range, a file size limit (RLIMIT_FSIZE)
+and a full 16 KiB tmpfs mounted in a private mount namespace (`unshare -m`; skipped, with the reason,
+where that mount is not allowed), `report --python` that is not Python, a synthetic batch
 too large for memory, and store peers (fake sockets in this script) sending garbage to a rank.
 
     python3 fuzz/hostile/run.py --terngrad build/default/apps/terngrad            # check (ctest: tg_hostile_inputs)
@@ -22,6 +23,7 @@ import os
 import platform
 import re
 import resource
+import shlex
 import shutil
 import signal
 import socket
@@ -99,6 +101,10 @@ class Env:
         path = self.p(name)
         os.mkfifo(path)
         return path
+
+
+class Skip(Exception):
+    """A case that cannot run here; the row says why."""
 
 
 def free_port():
@@ -294,6 +300,33 @@ def cases():
         return samples(env, "--json", out_path), check, {"fsize": 1024}
     add("verify --json out.json, file size limit 1 KiB (EFBIG)", fsize_json)
 
+    # ---- a full disk for real: a 16 KiB tmpfs, mounted in a private mount namespace (unshare -m), filled up
+    def full_tmpfs(env):
+        probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=16k tmpfs %s" % shlex.quote(env.d)],
+                               capture_output=True, text=True) if shutil.which("unshare") else None
+        if probe is None or probe.returncode != 0:
+            raise Skip("no private mount namespace here (unshare -m with a tmpfs mount failed%s)"
+                       % ("" if probe is None else ": " + (probe.stderr.strip().splitlines() or [""])[-1]))
+        full = env.p("full")
+        os.mkdir(full)
+        script = ("mount -t tmpfs -o size=16k tmpfs {f} && printf previous > {f}/out.json && "
+                  "(head -c 65536 /dev/zero > {f}/filler 2>/dev/null; true) && "
+                  "{{ \"$@\"; rc=$?; cp {f}/out.json {d}/after.json; ls -A {f} > {d}/after.ls; exit $rc; }}"
+                  ).format(f=shlex.quote(full), d=shlex.quote(env.d))
+
+        def check(e):
+            try:
+                after = open(e.p("after.json"), "rb").read()
+                left = open(e.p("after.ls")).read().split()
+            except OSError as err:
+                return "no record from inside the namespace (%s)" % err
+            if after != b"previous":
+                return "the previous file was changed"
+            extra = sorted(set(left) - {"out.json", "filler"})
+            return "left behind on the full disk: %s" % extra if extra else None
+        return (["--unshare-mount", script] + samples(env, "--json", os.path.join(full, "out.json")), check, {})
+    add("verify --json on a full 16 KiB tmpfs (ENOSPC, private mount namespace)", full_tmpfs, root=True)
+
     # ---- smaller ones
     add("report --python /bin/false", lambda env: (["report", "--python", "/bin/false", "--reports", env.d], None))
     add("report --python /bin/true", lambda env: (["report", "--python", "/bin/true", "--reports", env.d], None))
@@ -350,8 +383,11 @@ def run_case(exe, env, args, timeout, opts):
             resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     if opts.get("peer"):
         threading.Thread(target=opts["peer"], daemon=True).start()
+    cmd = [exe] + args
+    if args and args[0] == "--unshare-mount":  # run inside a private mount namespace: sh -c SCRIPT sh exe args...
+        cmd = ["unshare", "-m", "sh", "-c", args[1], "sh", exe] + args[2:]
     t0 = time.monotonic()
-    proc = subprocess.Popen([exe] + args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, cwd=env.d, start_new_session=True, preexec_fn=limits)
     deadline = t0 + timeout
     timed_out = False
@@ -403,7 +439,12 @@ def main():
         root = tempfile.mkdtemp(prefix="tg-hostile-")
         try:
             env = Env(root)
-            got = setup(env)
+            try:
+                got = setup(env)
+            except Skip as why:
+                rows.append((name, "skipped: %s" % why, "", "", "", ""))
+                print("%-58s skipped: %s" % (name, why), flush=True)
+                continue
             args, check, opts = got if len(got) == 3 else (got[0], got[1], {})
             code, msg, mb, wall, nlines = run_case(exe, env, args, a.timeout, opts)
             env.done = True
