@@ -208,6 +208,29 @@ void StoreServer::serve() {
       }
     }
   };
+  // Every complete request buffered on c, until one must wait (GET, WAIT); true when the table changed.
+  auto drain = [&](Conn& c) {
+    bool changed = false;
+    try {
+      std::size_t used = 0;
+      while (!c.pending) {
+        auto f = parse_frame(std::span<const std::uint8_t>(c.in).subspan(used), false);
+        if (!f) break;
+        Request req = decode_request(*f);
+        used += f->size;
+        if (auto a = table.apply(req)) {
+          queue(c, *a);
+          changed = changed || req.op == Op::set || req.op == Op::add || req.op == Op::compare_set;
+        } else {
+          c.pending = std::move(req);
+        }
+      }
+      c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(used));
+    } catch (const std::exception& e) {  // StoreProtocolError, a store limit, bad_alloc
+      reject(c, e.what());
+    }
+    return changed;
+  };
   for (;;) {
     std::vector<pollfd> fds;
     fds.push_back({wake_[0], POLLIN, 0});
@@ -253,25 +276,7 @@ void StoreServer::serve() {
           continue;
         }
         if (n > 0) c.in.insert(c.in.end(), buf, buf + n);
-        // every complete request in the buffer; the first that waits stops the reading
-        try {
-          std::size_t used = 0;
-          while (!c.pending) {
-            auto f = parse_frame(std::span<const std::uint8_t>(c.in).subspan(used), false);
-            if (!f) break;
-            Request req = decode_request(*f);
-            used += f->size;
-            if (auto a = table.apply(req)) {
-              queue(c, *a);
-              changed = changed || req.op == Op::set || req.op == Op::add || req.op == Op::compare_set;
-            } else {
-              c.pending = std::move(req);
-            }
-          }
-          c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(used));
-        } catch (const std::exception& e) {  // StoreProtocolError, a store limit, bad_alloc
-          reject(c, e.what());
-        }
+        changed = drain(c) || changed;
       } else if (ev & POLLHUP && c.out.empty()) {
         c.fd = -c.fd - 1;
         continue;
@@ -283,25 +288,13 @@ void StoreServer::serve() {
       }
       if (c.fd >= 0 && c.closing && c.out.empty()) c.fd = -c.fd - 1;
     }
-    if (changed) serve_pending();
-    // a waiting connection may have more requests buffered once its wait ends: handled on its next read
-    for (auto& c : conns)
-      if (!c.pending && !c.closing && !c.in.empty() && c.fd >= 0) {
-        try {
-          std::size_t used = 0;
-          while (!c.pending) {
-            auto f = parse_frame(std::span<const std::uint8_t>(c.in).subspan(used), false);
-            if (!f) break;
-            Request req = decode_request(*f);
-            used += f->size;
-            if (auto a = table.apply(req)) queue(c, *a);
-            else c.pending = std::move(req);
-          }
-          c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(used));
-        } catch (const std::exception& e) {
-          reject(c, e.what());
-        }
-      }
+    // a change may end waits; a connection whose wait ended may have more requests buffered
+    while (changed) {
+      serve_pending();
+      changed = false;
+      for (auto& c : conns)
+        if (c.fd >= 0 && !c.pending && !c.closing && !c.in.empty()) changed = drain(c) || changed;
+    }
     std::vector<Conn> alive;
     for (auto& c : conns) {
       if (c.fd < 0) ::close(-c.fd - 1);

@@ -244,3 +244,27 @@ TEST(StoreProtocol, FuzzSeedsAreValidStreams) {
   }
   EXPECT_GE(files, 7);
 }
+
+// Requests pipelined behind a wait: B waits for k2 with "SET k1" already sent behind it; when C sets k2,
+// B's wait ends, its SET runs, and A (waiting for k1) is answered at once, not at some later change.
+TEST(Store, PipelinedSetBehindAWaitWakesOthers) {
+  ts::StoreServer server("127.0.0.1", 0);
+  ts::StoreClient a("127.0.0.1", server.port(), 2.0), c("127.0.0.1", server.port(), 2.0);
+  int b = connect_to(server.port());
+  auto wait_k2 = ts::encode_request({ts::Op::wait, {"k2"}, {}, {}, 0});
+  auto set_k1 = ts::encode_request({ts::Op::set, {"k1"}, {5}, {}, 0});
+  std::vector<std::uint8_t> both(wait_k2);
+  both.insert(both.end(), set_k1.begin(), set_k1.end());
+  send_all(b, both);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // B is waiting, its SET buffered
+  std::thread setter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    c.set("k2", {1});
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(a.get("k1"), (std::vector<std::uint8_t>{5}));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+  setter.join();
+  ::close(b);
+  EXPECT_EQ(server.rejected(), 0u);
+}
