@@ -85,7 +85,7 @@ static Command calibrate_command() {
     sub->add_flag("--no-progress", opts->no_progress, "No progress lines on stderr");
     return sub;
   };
-  c.run_fn = [opts] { return guarded("calibrate", [&] { return run_calibrate(*opts); }); };
+  c.run_fn = [opts] { return run_calibrate(*opts); };
   return c;
 }
 

@@ -120,7 +120,7 @@ static Command compare_command() {
     sub->add_flag("--no-progress", opts->no_progress, "No progress line on stderr");
     return sub;
   };
-  c.run_fn = [opts] { return guarded("compare", [&] { return run_compare(*opts); }); };
+  c.run_fn = [opts] { return run_compare(*opts); };
   return c;
 }
 

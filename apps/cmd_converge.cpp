@@ -416,7 +416,7 @@ static Command converge_command() {
     hidden_alias(s, "--quiet", o->quiet, "--no-progress");
     return s;
   };
-  cmd.run_fn = [o] { return guarded("converge", [&] { return run_converge(*o); }); };
+  cmd.run_fn = [o] { return run_converge(*o); };
   return cmd;
 }
 

@@ -86,7 +86,7 @@ static Command demo_command() {
     sub->add_option("--c", opts->c, "Clip factor (bound c*sigma)")->check(positive_finite());
     return sub;
   };
-  c.run_fn = [opts] { return guarded("demo", [&] { return run_demo(*opts); }); };
+  c.run_fn = [opts] { return run_demo(*opts); };
   return c;
 }
 

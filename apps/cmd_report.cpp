@@ -2,10 +2,13 @@
 // wrote under reports/ and renders reports/index.md (+ index.html) with PNG plots, by running
 // `python -m terngrad.report index` (python/terngrad/report/) with the project's Python (build/venv)
 // and the package built next to this program. Run: terngrad report [--reports DIR]
+#include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -47,6 +50,67 @@ struct ReportOptions {
   std::string note;
 };
 
+// Checks that `python` is a Python 3.8+ interpreter before the renderer runs, so that a wrong
+// --python (/bin/false, /bin/true, a script that hangs) is named as such instead of ending in the
+// renderer's exit status: it must print a token within 10 s.
+void check_interpreter(const std::string& python) {
+  const std::string token = "terngrad-python-ok";
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
+  std::vector<std::string> args = {python, "-c",
+                                   "import sys; sys.stdout.write('" + token + "' if sys.version_info >= (3, 8) else 'old')"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    ::execvp(argv[0], argv.data());
+    std::_Exit(127);
+  }
+  ::close(fds[1]);
+  std::string got;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  bool timed_out = false;
+  while (got.size() < 64) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd pfd{fds[0], POLLIN, 0};
+    int r = ::poll(&pfd, 1, static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      timed_out = r == 0;
+      break;
+    }
+    char buf[64];
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  if (timed_out) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (got == token && WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  std::string why = timed_out ? "it did not answer within 10 s"
+                    : WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "it cannot be run"
+                    : WIFEXITED(status) && WEXITSTATUS(status) != 0
+                        ? "`" + python + " -c ...` exited with status " + std::to_string(WEXITSTATUS(status))
+                    : WIFSIGNALED(status) ? "it was killed by signal " + std::to_string(WTERMSIG(status))
+                    : got == "old" ? "it is older than Python 3.8"
+                                   : "it did not print what a Python interpreter prints";
+  throw std::runtime_error("--python " + python + " is not a working Python 3 interpreter: " + why +
+                           " (pass --python PATH or run scripts/setup.sh)");
+}
+
 int run_report(const ReportOptions& o) {
   if (o.python.empty())
     throw std::runtime_error(
@@ -60,6 +124,8 @@ int run_report(const ReportOptions& o) {
                              " is missing (build the target tg_python)");
   if (!fs::is_directory(o.reports))
     throw std::runtime_error("reports folder " + o.reports + " does not exist (pass --reports DIR)");
+
+  check_interpreter(o.python);
 
   std::vector<std::string> args = {o.python, "-m", "terngrad.report", "index", "--reports", o.reports};
   if (!o.out.empty()) args.insert(args.end(), {"--out", o.out});
@@ -119,12 +185,13 @@ static Command report_command() {
     sub->add_flag("--no-html", opts->no_html, "Write only the Markdown file");
     sub->add_flag("--no-live", opts->no_live,
                   "Do not add the codec section computed live through the Python bindings");
-    sub->add_option("--live-draws", opts->live_draws, "Monte-Carlo draws of the live section")
-        ->check(CLI::Range(100, 1000000))
+    sub->add_option("--live-draws", opts->live_draws, "Monte-Carlo draws of the live section (at most 200000: 4096 x draws trits stay "
+                    "under the bindings' limit of 2^30)")
+        ->check(CLI::Range(100, 200000))
         ->capture_default_str();
     return sub;
   };
-  c.run_fn = [opts] { return guarded("report", [opts] { return run_report(*opts); }); };
+  c.run_fn = [opts] { return run_report(*opts); };
   return c;
 }
 

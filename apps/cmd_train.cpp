@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "tg/atomic_file.hpp"
+#include "tg/train/data.hpp"
 #include "tg/train/launcher.hpp"
 #include "tg/train/trainer.hpp"
 
@@ -62,7 +63,7 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   sub->add_option("--gamma", c.gamma, "Learning-rate policy gamma")->check(CLI::NonNegativeNumber);
   sub->add_option("--power", c.power, "Learning-rate policy power (inv)")->check(CLI::NonNegativeNumber);
   sub->add_option("--step-size", c.step_size, "Learning-rate policy step size (step)")->check(CLI::Range(1, 1 << 30));
-  sub->add_option("--batch", c.batch, "Total batch over all workers")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--batch", c.batch, "Total batch over all workers (refused when one worker's share is over 1 GiB of float32 input, or --data synthetic's 2 x batch images over 1 GiB of pixels)")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--workers", c.workers, "Simulated workers (in one process)")->check(CLI::Range(1, 1024));
   sub->add_option("--steps", c.steps, "Training steps")->check(CLI::Range(1L, 1L << 31));
   sub->add_option("--epochs", c.epochs, "Epochs (overrides --steps when > 0)")->check(CLI::NonNegativeNumber);
@@ -120,6 +121,10 @@ int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
                                 (c.codec == "float" ? " by allreduce" : ""));
   if (c.world_size > 0 && c.rank >= c.world_size)
     throw std::invalid_argument("--rank " + std::to_string(c.rank) + " is not below --world-size " + std::to_string(c.world_size));
+  const int workers = c.world_size > 0 ? c.world_size : c.workers;
+  if (workers > 0 && c.batch > 0)
+    tg::train::check_shard_fits_before_loading(c.data, static_cast<std::size_t>(c.batch / workers),
+                                               static_cast<std::size_t>(c.batch));
   tg::train::TrainResult r = tg::train::run_training(c);
   if (c.world_size > 0 && c.rank != 0) return 0;
   std::uint64_t tp = 0, tf = 0, ap = 0, af = 0;
@@ -194,14 +199,12 @@ static std::vector<Command> train_commands() {
       return sub;
     };
     c.run_fn = [cfg, cli] {
-      return guarded("train", [&] {
-        try {
-          return run_train(*cfg, *cli);
-        } catch (const tg::train::LiveCheckFailed& e) {  // --live-check-fail stop
-          std::fprintf(stderr, "terngrad train: stopped: %s\n", e.what());
-          return 1;
-        }
-      });
+      try {
+        return run_train(*cfg, *cli);
+      } catch (const tg::train::LiveCheckFailed& e) {  // --live-check-fail stop: exit 1, not the guard's 2
+        std::fprintf(stderr, "terngrad train: stopped: %s\n", e.what());
+        return 1;
+      }
     };
     list.push_back(c);
   }
@@ -218,7 +221,7 @@ static std::vector<Command> train_commands() {
       sub->add_option("train_options", opts->train_args, "Options of `terngrad train`, after --");
       return sub;
     };
-    c.run_fn = [opts] { return guarded("launch", [&] { return tg::train::launch(*opts); }); };
+    c.run_fn = [opts] { return tg::train::launch(*opts); };
     list.push_back(c);
   }
   {
@@ -239,7 +242,7 @@ static std::vector<Command> train_commands() {
       return sub;
     };
     c.run_fn = [opts] {
-      return guarded("train-store", [&] { return tg::train::run_store(opts->addr, opts->port, opts->world, opts->timeout_s); });
+      return tg::train::run_store(opts->addr, opts->port, opts->world, opts->timeout_s);
     };
     list.push_back(c);
   }

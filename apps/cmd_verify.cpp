@@ -291,7 +291,7 @@ static Command verify_command() {
       samples->excludes(sub->get_option(other));
     return sub;
   };
-  c.run_fn = [opts] { return guarded("verify", [&] { return run_verify(*opts); }); };
+  c.run_fn = [opts] { return run_verify(*opts); };
   return c;
 }
 

@@ -75,7 +75,9 @@ inline CLI::Option* hidden_alias<bool>(CLI::App* sub, const std::string& alias, 
 // option refuses NaN and +-Inf (none of the program's options has a meaning for them).
 void strict_numbers(CLI::App& app);
 
-// Runs fn, turning tg::Error and std::exception into one line on stderr and exit code 2.
+// Runs fn, turning every exception (tg::Error, std::exception, anything else) into one line on stderr
+// (the first line of its message) and exit code 2. main() runs every subcommand through it: the one
+// place where exceptions end.
 int guarded(const char* command, const std::function<int()>& fn);
 
 // Registers the commands made by `make` at static initialisation; `order` sorts them in --help.

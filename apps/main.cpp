@@ -10,6 +10,7 @@
 #include <typeinfo>
 
 #include <cxxabi.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "commands.hpp"
@@ -47,6 +48,9 @@ namespace {
 
 int main(int argc, char** argv) {
   std::set_terminate(on_terminate);
+  // A file size limit (RLIMIT_FSIZE) must end in a failed write (EFBIG), which the output writer turns
+  // into one line and exit 2 with the previous file intact, not in SIGXFSZ's core dump.
+  ::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"terngrad: test bench for the TernGrad stochastic ternary gradient codec"};
   app.require_subcommand(0, 1);  // an unknown word is then named: "argument was not expected: X"
   app.failure_message([](const CLI::App*, const CLI::Error& e) {  // one line per error
@@ -68,8 +72,9 @@ int main(int argc, char** argv) {
     app.exit(e);
     return 2;
   }
+  // Every subcommand runs inside the one exception guard: one line on stderr and exit 2.
   for (auto& c : commands)
-    if (c.selected()) return c.run();
+    if (c.selected()) return tg::app::guarded(c.sub->get_name().c_str(), [&] { return c.run(); });
   std::fprintf(stderr, "terngrad: a subcommand is required (see terngrad --help)\n");
   return 2;
 }

@@ -5,19 +5,37 @@
 #include <cstdlib>
 #include <cstdio>
 #include <exception>
+#include <new>
+#include <string>
 
 #include "commands.hpp"
 #include "tg/error.hpp"
 
 namespace tg::app {
 
+namespace {
+// One line of at most 500 characters: the first line of a message (LibTorch appends a stack trace
+// after a newline).
+std::string one_line(const char* what) {
+  std::string s = what ? what : "";
+  s = s.substr(0, s.find('\n'));
+  if (s.size() > 500) s = s.substr(0, 497) + "...";
+  return s;
+}
+}  // namespace
+
 int guarded(const char* command, const std::function<int()>& fn) {
   try {
     return fn();
   } catch (const tg::Error& e) {
-    std::fprintf(stderr, "terngrad %s: error (%s): %s\n", command, tg::to_string(e.code()), e.what());
+    std::fprintf(stderr, "terngrad %s: error (%s): %s\n", command, tg::to_string(e.code()), one_line(e.what()).c_str());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "terngrad %s: error: out of memory (an input or option asks for more memory than this machine gives)\n",
+                 command);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "terngrad %s: error: %s\n", command, e.what());
+    std::fprintf(stderr, "terngrad %s: error: %s\n", command, one_line(e.what()).c_str());
+  } catch (...) {
+    std::fprintf(stderr, "terngrad %s: error: an exception that is not a std::exception\n", command);
   }
   return 2;
 }

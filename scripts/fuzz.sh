@@ -3,7 +3,7 @@
 # instrumented too) and runs each for N seconds (default 60); fails on any crash, leak, timeout,
 # allocation over the limit or property violation, naming the input that caused it.
 #   bash scripts/fuzz.sh [seconds-per-target] [target ...]     (targets: fuzz_decode fuzz_decode_resealed
-#                                                               fuzz_encode fuzz_npy; default all built)
+#                                                               fuzz_encode fuzz_npy fuzz_store; default all built)
 #   FUZZ_ARGS="..." (extra libFuzzer flags); the build is the main project's `fuzz` preset (build/fuzz)
 # A crashing input is saved under build/fuzz/artifacts/<target>/; copy it into
 # fuzz/regressions/<corpus>/ so that tg_reliability_tests replays it forever (fuzz/README in reports/reliability.md).
@@ -21,13 +21,14 @@ corpus_of() {
     fuzz_decode | fuzz_decode_resealed) echo decode ;;
     fuzz_encode) echo encode ;;
     fuzz_npy) echo npy ;;
+    fuzz_store) echo store ;;
     *) echo "fuzz.sh: unknown target $1" >&2; exit 2 ;;
   esac
 }
 
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  for t in fuzz_decode fuzz_decode_resealed fuzz_encode fuzz_npy; do
+  for t in fuzz_decode fuzz_decode_resealed fuzz_encode fuzz_npy fuzz_store; do
     [ -x "$build/fuzz/$t" ] && targets+=("$t")
   done
 fi

@@ -362,12 +362,18 @@ NB_MODULE(_core, m) {
         std::size_t n = v.span.size();
         if (static_cast<std::uint64_t>(first_step) + draws > (std::uint64_t{1} << 32))
           throw nb::value_error("first_step + draws must not exceed 2^32 (steps are 32-bit)");
-        if (static_cast<double>(draws) * static_cast<double>(n) > 4e9)
-          throw nb::value_error("draws * size over 4e9 trits: ask for fewer draws");
-        std::vector<std::int8_t> trits(static_cast<std::size_t>(draws) * n);
+        // Refused before anything is allocated: the result is draws x size int8 trits.
+        constexpr std::uint64_t kMaxTrits = std::uint64_t{1} << 30;  // 1 GiB
+        if (static_cast<std::uint64_t>(draws) * n > kMaxTrits)
+          throw nb::value_error(("draws x size = " + std::to_string(static_cast<std::uint64_t>(draws) * n) +
+                                 " trits is over the limit of 2^30 (1 GiB of int8): ask for fewer draws").c_str());
+        std::vector<std::int8_t> trits;
         float s;
         {
           nb::gil_scoped_release release;
+          // Reserved, not zeroed: each row's pages are touched as it is drawn, between the signal
+          // polls (zeroing 1 GiB first, under the GIL, delayed Ctrl-C by seconds).
+          trits.reserve(static_cast<std::size_t>(draws) * n);
           tg::ScalarRule rule = tg::own_rule(cd, v.span, p, tensor);
           s = rule.scalar;
           // Ctrl-C is honoured between chunks of about 2^24 trits (the GIL is taken only to poll).
@@ -377,8 +383,9 @@ NB_MODULE(_core, m) {
               nb::gil_scoped_acquire gil;
               if (PyErr_CheckSignals() != 0) throw nb::python_error();
             }
+            trits.resize(static_cast<std::size_t>(j + 1) * n);  // within the capacity: no reallocation
             cd.ternarize(v.span, rule, {seed, worker, tensor, first_step + j},
-                         std::span<std::int8_t>(trits.data() + j * n, n));
+                         std::span<std::int8_t>(trits.data() + static_cast<std::size_t>(j) * n, n));
           }
         }
         return std::make_tuple(s, to_numpy(std::move(trits), {draws, n}));
@@ -386,7 +393,8 @@ NB_MODULE(_core, m) {
       "g"_a, "draws"_a, "first_step"_a = 0, "seed"_a = 0, "worker"_a = 0, "tensor"_a = 0, "clip"_a = "none",
       "c"_a = 2.5, "codec"_a = "optimized",
       "Independent draws for Monte-Carlo: row j is ternarize(g, step=first_step + j). Returns (s, trits) "
-      "with trits an int8 array of shape (draws, g.size).");
+      "with trits an int8 array of shape (draws, g.size); draws * g.size is at most 2^30 (ValueError before "
+      "allocating otherwise). Releases the GIL; Ctrl-C interrupts it (KeyboardInterrupt).");
 
   m.def(
       "tensor_scalar",

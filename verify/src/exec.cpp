@@ -295,8 +295,12 @@ class ServeSampler : public Sampler {
       if (n == 0) fail("it exited (end of its output) while the battery waited for " + what);
       if (n < 0 && errno != EINTR) fail("reading its output failed");
       if (n > 0) buffer_.append(chunk, static_cast<std::size_t>(n));
+      // an answer is "ok" or "error MESSAGE": a line that never ends is refused, not buffered
+      if (buffer_.size() > kMaxLine && buffer_.find('\n') == std::string::npos)
+        fail("an answer line longer than " + std::to_string(kMaxLine) + " bytes to " + what);
     }
   }
+  static constexpr std::size_t kMaxLine = 64 * 1024;
 
   [[noreturn]] void fail(const std::string& why) {
     const std::string err = tail_of(dir_ / "stderr.txt", 600);

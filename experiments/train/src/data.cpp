@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <cstdio>
 #include <random>
 
 #include "tg/atomic_file.hpp"
@@ -146,6 +147,16 @@ void write_cifar10_bin(const std::string& path, const ImageSet& set) {
 }
 
 ImageSet synthetic_images(std::size_t count, int channels, int height, int width, int classes, std::uint64_t seed) {
+  // Refused before anything is allocated: --batch B makes 2B images (a batch of 2^20 28x28 images
+  // asked for 1.6 GB of pixels, then tens of GB of float activations).
+  const double bytes = static_cast<double>(count) * channels * height * width;
+  if (bytes > static_cast<double>(kMaxSyntheticBytes)) {
+    char gib[32];
+    std::snprintf(gib, sizeof gib, "%.1f", bytes / (1024.0 * 1024.0 * 1024.0));
+    throw std::invalid_argument("synthetic data of " + std::to_string(count) + " images of " + std::to_string(channels) + "x" +
+                                std::to_string(height) + "x" + std::to_string(width) + " is " + gib +
+                                " GiB, over the limit of 1 GiB (2 x --batch images are made): lower --batch or --train-limit");
+  }
   ImageSet s;
   s.count = count;
   s.channels = channels;

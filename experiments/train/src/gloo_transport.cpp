@@ -1,10 +1,11 @@
 // terngrad-bench: c10d ProcessGroupGloo transport for multi-process TernGrad runs on loopback.
-// Rendezvous through a c10d TCPStore (hosted by rank 0, or by `terngrad train-store`); every
-// collective is bounded by the process group timeout, so a dead or hung peer ends in an error.
+// Rendezvous through the project's store (tg/train/store.hpp, hosted by rank 0 or by `terngrad
+// train-store`; c10d::TCPStore took lengths from the network as allocation sizes); every collective is
+// bounded by the process group timeout, so a dead or hung peer ends in an error.
 #include "gloo_transport.hpp"
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/torch.h>
 
 #include <glog/logging.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "tg/train/store.hpp"
 #include "tg/train/trainer.hpp"
 
 namespace tg::train {
@@ -26,6 +28,36 @@ std::string seconds_text(double s) {
   return buf;
 }
 
+// c10d's Store interface over the project's store client: every length checked, every wait bounded,
+// garbage from the peer a typed error (tg::train::store), never an abort.
+class ProjectStore : public c10d::Store {
+ public:
+  ProjectStore(const std::string& addr, int port, std::chrono::milliseconds timeout)
+      : c10d::Store(timeout), client_(addr, port, seconds(timeout)) {}
+  void set(const std::string& key, const std::vector<uint8_t>& value) override { client_.set(key, value); }
+  std::vector<uint8_t> compareSet(const std::string& key, const std::vector<uint8_t>& expected,
+                                  const std::vector<uint8_t>& desired) override {
+    return client_.compare_set(key, expected, desired);
+  }
+  std::vector<uint8_t> get(const std::string& key) override { return client_.get(key); }
+  int64_t add(const std::string& key, int64_t value) override { return client_.add(key, value); }
+  bool deleteKey(const std::string& key) override { return client_.del(key); }
+  bool check(const std::vector<std::string>& keys) override { return client_.check(keys); }
+  int64_t getNumKeys() override { return client_.num_keys(); }
+  void wait(const std::vector<std::string>& keys) override { client_.wait(keys, seconds(timeout_)); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    client_.wait(keys, seconds(timeout == kNoTimeout ? timeout_ : timeout));
+  }
+  void setTimeout(const std::chrono::milliseconds& timeout) override {
+    c10d::Store::setTimeout(timeout);
+    client_.set_timeout(seconds(timeout));
+  }
+
+ private:
+  static double seconds(std::chrono::milliseconds ms) { return ms.count() > 0 ? ms.count() / 1000.0 : 300.0; }
+  store::StoreClient client_;
+};
+
 class GlooTransport : public Transport {
  public:
   explicit GlooTransport(const RendezvousOptions& o) : o_(o) {
@@ -34,19 +66,11 @@ class GlooTransport : public Transport {
     // through glog with stack context; keep stderr to the one line.
     FLAGS_minloglevel = google::GLOG_FATAL;
     try {
-      c10d::TCPStoreOptions so;
-      so.port = static_cast<std::uint16_t>(o.port);
-      so.isServer = !o.external_store && o.rank == 0;
-      so.numWorkers = o.world_size;
-      so.waitWorkers = false;
-      so.timeout = timeout;
-      store_ = c10::make_intrusive<c10d::TCPStore>(o.addr, so);
-    } catch (const c10::Error& e) {
-      throw std::runtime_error(where() + "cannot reach the rendezvous store at " + o.addr + ":" + std::to_string(o.port) +
-                               " within " + seconds_text(o.timeout_s) + ": " + short_message(e));
+      if (!o.external_store && o.rank == 0) server_ = std::make_unique<store::StoreServer>(o.addr, o.port);
+      store_ = c10::make_intrusive<ProjectStore>(o.addr, o.port, timeout);
     } catch (const std::exception& e) {
       throw std::runtime_error(where() + "cannot reach the rendezvous store at " + o.addr + ":" + std::to_string(o.port) +
-                               ": " + e.what());
+                               " within " + seconds_text(o.timeout_s) + ": " + e.what());
     }
     std::fprintf(stderr, "%sreached the store at %s:%d, waiting for %d ranks (at most %.0f s)\n", where().c_str(),
                  o.addr.c_str(), o.port, o.world_size, o.timeout_s);
@@ -59,6 +83,13 @@ class GlooTransport : public Transport {
       throw std::runtime_error(where() + "rendezvous of " + std::to_string(o.world_size) +
                                " ranks did not complete within " + seconds_text(o.timeout_s) +
                                " (a rank never joined, or the store went away): " + short_message(e));
+    } catch (const store::StoreProtocolError& e) {
+      throw std::runtime_error(where() + "rendezvous of " + std::to_string(o.world_size) +
+                               " ranks failed: the store peer sent a malformed message: " + e.what());
+    } catch (const store::StoreTimeout& e) {
+      throw std::runtime_error(where() + "rendezvous of " + std::to_string(o.world_size) +
+                               " ranks did not complete within " + seconds_text(o.timeout_s) +
+                               " (a rank never joined): " + e.what());
     } catch (const std::exception& e) {
       throw std::runtime_error(where() + "rendezvous of " + std::to_string(o.world_size) + " ranks failed (lost the store at " +
                                o.addr + ":" + std::to_string(o.port) + "?): " + e.what());
@@ -125,6 +156,7 @@ class GlooTransport : public Transport {
   }
 
   RendezvousOptions o_;
+  std::unique_ptr<store::StoreServer> server_;  // rank 0 hosts it unless --external-store
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
 };
@@ -153,17 +185,11 @@ bool ranks_agree(Transport& transport, std::uint64_t value) {
 int run_store(const std::string& addr, int port, int world_size, double timeout_s) {
   FLAGS_minloglevel = google::GLOG_FATAL;
   if (port < 1 || port > 65535) throw std::invalid_argument("port " + std::to_string(port) + " is not in [1, 65535]");
-  c10d::TCPStoreOptions so;
-  so.port = static_cast<std::uint16_t>(port);
-  so.isServer = true;
-  so.numWorkers = world_size;
-  so.waitWorkers = false;
-  so.timeout = std::chrono::milliseconds(static_cast<long>(timeout_s * 1000.0));
-  c10::intrusive_ptr<c10d::TCPStore> store;
+  std::unique_ptr<store::StoreServer> server;
   try {
-    store = c10::make_intrusive<c10d::TCPStore>(addr, so);
-  } catch (const c10::Error& e) {
-    throw std::runtime_error("cannot host the store on " + addr + ":" + std::to_string(port) + ": " + short_message(e));
+    server = std::make_unique<store::StoreServer>(addr, port);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot host the store on " + addr + ":" + std::to_string(port) + ": " + e.what());
   }
   std::fprintf(stderr, "terngrad train-store: serving %s:%d for %d ranks, for at most %.0f s\n", addr.c_str(), port,
                world_size, timeout_s);

@@ -390,6 +390,7 @@ TrainResult run_training(const TrainConfig& c) {
     throw std::invalid_argument("--resume with --codec signsgd-ef: the error-feedback residuals are not saved in checkpoints");
 
   Dataset data = load_data(c);
+  check_shard_fits(data.train, static_cast<std::size_t>(c.batch / workers), static_cast<std::size_t>(c.batch));
   torch::manual_seed(c.seed);  // initialization on the CPU, then moved: the same weights on every device
   std::shared_ptr<Net> model = make_model(c.model, model_input(c, data));
   model->to(device);

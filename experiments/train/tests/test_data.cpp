@@ -137,3 +137,34 @@ TEST(FashionMnist, DebianPackageTestSplit) {
   for (auto l : s.labels) ++per_class[static_cast<std::size_t>(l)];
   for (int n : per_class) EXPECT_EQ(n, 1000);  // the published test split is balanced: 1000 per class
 }
+
+// issue 16: `train --data synthetic --batch 1048576` made 2^21 images (1.6 GB) before failing in LibTorch.
+TEST(Synthetic, OversizedSetRefusedBeforeAllocating) {
+  try {
+    (void)tg::train::synthetic_images(std::size_t{2} << 20, 1, 28, 28, 10, 1);
+    FAIL() << "2^21 images of 28x28 (1.6 GB) were made";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("over the limit of 1 GiB"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(tg::train::synthetic_images(16, 1, 28, 28, 10, 1).count, 16u);
+}
+
+// issue 16: `train --batch 1048576` (the documented maximum) built a 3 GB batch before LibTorch failed.
+TEST(Synthetic, OversizedShardRefused) {
+  tg::train::ImageSet set;
+  set.channels = 1;
+  set.height = set.width = 28;
+  EXPECT_THROW(tg::train::check_shard_fits(set, std::size_t{1} << 20, std::size_t{1} << 20), std::invalid_argument);
+  EXPECT_NO_THROW(tg::train::check_shard_fits(set, 64, 128));
+  // at the limit: 342,392 images of 28x28 float32 (3,136 bytes each) = 1,073,741,312 bytes <= 2^30; one more is over
+  EXPECT_NO_THROW(tg::train::check_shard_fits(set, 342392, 342392));
+  EXPECT_THROW(tg::train::check_shard_fits(set, 342393, 342393), std::invalid_argument);
+}
+
+TEST(Synthetic, OversizedShardRefusedBeforeLoading) {
+  EXPECT_THROW(tg::train::check_shard_fits_before_loading("fashion-mnist", std::size_t{1} << 20, std::size_t{1} << 20),
+               std::invalid_argument);
+  EXPECT_THROW(tg::train::check_shard_fits_before_loading("cifar10", 100000, 200000), std::invalid_argument);  // 1.2 GB
+  EXPECT_NO_THROW(tg::train::check_shard_fits_before_loading("cifar10", 64, 128));
+  EXPECT_NO_THROW(tg::train::check_shard_fits_before_loading("synthetic", std::size_t{1} << 20, std::size_t{1} << 20));
+}
