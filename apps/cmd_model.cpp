@@ -281,7 +281,7 @@ static std::vector<Command> model_commands() {
     sub->add_flag("--quiet", o->quiet, "No table on stdout");
     return sub;
   };
-  c.run_fn = [o, conflicts] { return guarded("model", [&] { return run_model(*o, *conflicts); }); };
+  c.run_fn = [o, conflicts] { return run_model(*o, *conflicts); };
   return {c};
 }
 

@@ -6,11 +6,11 @@
 #   bash scripts/train-seeds.sh build/<dir>/apps/terngrad [full|smoke]
 #
 #   full   LeNet 10000 steps (the paper's 10K iterations, total batch 64) and CifarNet 3 epochs
-#          (batch 64 per worker, Adam 2e-4), 5 seeds, 5 arms, 2 and 4 workers (100 runs). Budget on the
+#          (batch 64 per worker, Adam 2e-4), 5 seeds, 6 arms, 2 and 4 workers (120 runs). Budget on the
 #          project's 2-core machine, one run at a time: a LeNet step takes 63 ms on the idle machine
 #          (10000 steps + evaluations: about 11 min), a CifarNet step at 2 x 64 images about 0.5 s
-#          (3 epochs: about 12 min); so about 10 hours per net, about 20 for both. NETS=lenet
-#          WORKERS=2 (25 runs, about 5 hours) is an overnight run on a busy machine.
+#          (3 epochs: about 12 min); so about 11-12 hours per net, about 24 for both. NETS=lenet
+#          WORKERS=2 (30 runs, about 6 hours on an idle machine) is the overnight subset.
 #   smoke  the same pipeline in about a minute (LeNet 60 steps, 2 seeds, 1000 test images): what CI runs.
 #
 # Environment (optional): NETS="lenet cifarnet", SEEDS="1 2 3 4 5", ARMS="float terngrad ...",
@@ -29,19 +29,21 @@ PY=${PYTHON:-$ROOT/build/venv/bin/python}
 PKG=${TG_PACKAGE:-$(cd "$(dirname "$TG")/.." && pwd)/python/package}
 
 # The arms: codec settings compared at equal everything else. `terngrad` is the paper's method
-# (shared per-layer scalar = max over workers, clipping at 2.5 sigma in the original code's saturate rule).
+# (shared per-layer scalar = max over workers, clipping at 2.5 sigma in the original code's saturate rule);
+# terngrad-noclip and terngrad-noshare each drop one of the two.
 # float goes by ring allreduce (the trainer's default), the others by allgather of their payloads; QSGD
 # with s = 4 levels (3 bits per element + a norm), EF-SignSGD (1 bit per element + a scale).
 declare -A ARM=(
   [float]="--codec float"
   [terngrad]="--codec terngrad --clip saturate --c 2.5"
   [terngrad-noclip]="--codec terngrad --clip none"
+  [terngrad-noshare]="--codec terngrad --clip saturate --c 2.5 --shared-scalar false"
   [qsgd]="--codec qsgd --qsgd-levels 4"
   [signsgd-ef]="--codec signsgd-ef"
 )
 if [[ $MODE == full ]]; then
   NETS=${NETS:-lenet cifarnet}; SEEDS=${SEEDS:-1 2 3 4 5}; WORKERS=${WORKERS:-2 4}
-  ARMS=${ARMS:-float terngrad terngrad-noclip qsgd signsgd-ef}
+  ARMS=${ARMS:-float terngrad terngrad-noclip terngrad-noshare qsgd signsgd-ef}
 else
   NETS=${NETS:-lenet}; SEEDS=${SEEDS:-1 2}; WORKERS=${WORKERS:-2}; ARMS=${ARMS:-float terngrad}
 fi
