@@ -140,7 +140,18 @@ def _worker(rank, world, run, out_dir, steps, options):
     torch.save({"records": rec, "losses": losses, "bytes_sent": state.bytes_sent, "float_bytes": state.float_bytes,
                 "live_rows": live.rows if live else [], "final_step": state.step},
                os.path.join(out_dir, f"rank{rank}.pt"))
-    dist.destroy_process_group()
+    _leave(dist)
+
+
+def _leave(dist):
+    """Ends a rank whose results are saved without running destructors. With torch 1.13, tearing down a
+    DDP model that has a Python comm hook can deadlock: the main thread joins Gloo's worker threads in
+    ~ProcessGroupGloo while holding the GIL, and a worker waits for the GIL (seen once under load: the
+    rank hung until ctest's timeout). Every rank has finished its collectives after the barrier."""
+    dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 _runs = itertools.count()
