@@ -39,6 +39,10 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
       ->check(CLI::IsMember({"float", "terngrad", "qsgd", "signsgd-ef"}));
   sub->add_option("--qsgd-levels", c.qsgd_levels, "QSGD: s, levels of |g|/||g||_2 (1 + ceil(log2(s+1)) bits per element)")
       ->check(CLI::Range(1, 65535));
+  sub->add_option("--qsgd-bucket", c.qsgd_bucket,
+                  "QSGD: elements per bucket, each quantized against its own L2 norm (one float32 per bucket); "
+                  "0: one norm per tensor")
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 31));
   sub->add_option("--float-exchange", c.float_exchange,
                   "Float codec: allreduce (sum over ranks, Gloo ring) or allgather (every gradient to every rank)")
       ->check(CLI::IsMember({"allreduce", "allgather"}));

@@ -32,7 +32,8 @@ PKG=${TG_PACKAGE:-$(cd "$(dirname "$TG")/.." && pwd)/python/package}
 # (shared per-layer scalar = max over workers, clipping at 2.5 sigma in the original code's saturate rule);
 # terngrad-noclip and terngrad-noshare each drop one of the two.
 # float goes by ring allreduce (the trainer's default), the others by allgather of their payloads; QSGD
-# with s = 4 levels (3 bits per element + a norm), EF-SignSGD (1 bit per element + a scale).
+# with s = 4 levels (4 bits per element + a norm per bucket of 512, the trainer's default; with one norm
+# per tensor, --qsgd-bucket 0, LeNet diverged at step 794 of seed 3), EF-SignSGD (1 bit per element + a scale).
 declare -A ARM=(
   [float]="--codec float"
   [terngrad]="--codec terngrad --clip saturate --c 2.5"

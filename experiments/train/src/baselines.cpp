@@ -1,6 +1,7 @@
 // terngrad-bench: QSGD and EF-SignSGD payloads for the training exchange (see baselines.hpp).
 #include "tg/train/baselines.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -32,6 +33,12 @@ int level_bits(int levels) {
   int b = 0;
   while ((1L << b) < static_cast<long>(levels) + 1) ++b;
   return b;
+}
+
+void check_bucket(std::uint64_t bucket) {
+  if (bucket > kQsgdMaxBucket)
+    throw std::invalid_argument("QSGD bucket size " + std::to_string(bucket) + " is above " +
+                                std::to_string(kQsgdMaxBucket));
 }
 
 void check_levels(int levels) {
@@ -94,62 +101,81 @@ int qsgd_bits_per_element(int levels) {
   return 1 + level_bits(levels);
 }
 
-std::size_t qsgd_payload_bytes(std::size_t n, int levels) {
-  auto bits = static_cast<std::uint64_t>(qsgd_bits_per_element(levels));
-  return 4 + static_cast<std::size_t>((static_cast<std::uint64_t>(n) * bits + 7) / 8);
+std::size_t qsgd_buckets(std::size_t n, std::uint64_t bucket) {
+  check_bucket(bucket);
+  if (bucket == 0 || n == 0) return 1;
+  return static_cast<std::size_t>((static_cast<std::uint64_t>(n) + bucket - 1) / bucket);
 }
 
-void qsgd_encode(std::span<const float> g, int levels, const StreamKey& key, std::uint32_t tensor,
-                 std::span<std::uint8_t> out) {
+std::size_t qsgd_payload_bytes(std::size_t n, int levels, std::uint64_t bucket) {
+  auto bits = static_cast<std::uint64_t>(qsgd_bits_per_element(levels));
+  return 4 * qsgd_buckets(n, bucket) + static_cast<std::size_t>((static_cast<std::uint64_t>(n) * bits + 7) / 8);
+}
+
+void qsgd_encode(std::span<const float> g, int levels, std::uint64_t bucket, const StreamKey& key,
+                 std::uint32_t tensor, std::span<std::uint8_t> out) {
   const int lb = level_bits(levels);
-  if (out.size() != qsgd_payload_bytes(g.size(), levels))
+  const std::size_t expected = qsgd_payload_bytes(g.size(), levels, bucket);
+  if (out.size() != expected)
     throw std::invalid_argument("QSGD payload buffer has " + std::to_string(out.size()) + " bytes, expected " +
-                                std::to_string(qsgd_payload_bytes(g.size(), levels)));
+                                std::to_string(expected));
   if (g.size() > kMaxElements) throw std::invalid_argument("tensor too large for one Philox stream");
-  double sumsq = 0.0;
-  for (std::size_t k = 0; k < g.size(); ++k) {
+  for (std::size_t k = 0; k < g.size(); ++k)
     if (!std::isfinite(g[k])) throw NonFiniteError(tensor, k, g[k]);
-    sumsq += static_cast<double>(g[k]) * g[k];
-  }
-  const double norm_d = std::sqrt(sumsq);
-  float norm = static_cast<float>(norm_d);
-  if (static_cast<double>(norm) < norm_d) norm = std::nextafter(norm, std::numeric_limits<float>::infinity());
-  if (!std::isfinite(norm))
-    throw std::invalid_argument("tensor " + std::to_string(tensor) + ": L2 norm " + std::to_string(norm_d) +
-                                " does not fit in float32");
-  put_f32(out, norm);
-  BitWriter bits(out.subspan(4));
-  const double scale = norm > 0.0f ? static_cast<double>(levels) / static_cast<double>(norm) : 0.0;
+  const std::size_t buckets = qsgd_buckets(g.size(), bucket);
+  const std::size_t width = bucket == 0 ? g.size() : static_cast<std::size_t>(bucket);
+  BitWriter bits(out.subspan(4 * buckets));
   PhiloxBlock block{};
-  for (std::size_t k = 0; k < g.size(); ++k) {
-    if (k % 4 == 0) block = philox_block(key, static_cast<std::uint32_t>(k / 4));
-    double r = std::fabs(static_cast<double>(g[k])) * scale;  // in [0, levels]
-    double lo = std::floor(r);
-    auto threshold = static_cast<std::uint64_t>((r - lo) * kTwoPow32);  // in [0, 2^32)
-    auto level = static_cast<std::uint32_t>(lo) + (block.v[k % 4] < threshold ? 1u : 0u);
-    std::uint32_t sign = level != 0 && g[k] < 0.0f ? 1u : 0u;
-    bits.put(level | (sign << lb), lb + 1);
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const std::size_t lo_k = b * width, hi_k = std::min(g.size(), lo_k + width);
+    double sumsq = 0.0;
+    for (std::size_t k = lo_k; k < hi_k; ++k) sumsq += static_cast<double>(g[k]) * g[k];
+    const double norm_d = std::sqrt(sumsq);
+    float norm = static_cast<float>(norm_d);
+    if (static_cast<double>(norm) < norm_d) norm = std::nextafter(norm, std::numeric_limits<float>::infinity());
+    if (!std::isfinite(norm))
+      throw std::invalid_argument("tensor " + std::to_string(tensor) + ": L2 norm " + std::to_string(norm_d) +
+                                  " of elements " + std::to_string(lo_k) + ".." + std::to_string(hi_k) +
+                                  " does not fit in float32");
+    put_f32(out.subspan(4 * b), norm);
+    const double scale = norm > 0.0f ? static_cast<double>(levels) / static_cast<double>(norm) : 0.0;
+    for (std::size_t k = lo_k; k < hi_k; ++k) {
+      if (k % 4 == 0 || k == lo_k) block = philox_block(key, static_cast<std::uint32_t>(k / 4));
+      double r = std::fabs(static_cast<double>(g[k])) * scale;  // in [0, levels]
+      double lo = std::floor(r);
+      auto threshold = static_cast<std::uint64_t>((r - lo) * kTwoPow32);  // in [0, 2^32)
+      auto level = static_cast<std::uint32_t>(lo) + (block.v[k % 4] < threshold ? 1u : 0u);
+      std::uint32_t sign = level != 0 && g[k] < 0.0f ? 1u : 0u;
+      bits.put(level | (sign << lb), lb + 1);
+    }
   }
   bits.flush();
 }
 
-void qsgd_decode(std::span<const std::uint8_t> payload, int levels, std::span<float> out) {
+void qsgd_decode(std::span<const std::uint8_t> payload, int levels, std::uint64_t bucket, std::span<float> out) {
   const int lb = level_bits(levels);
-  if (payload.size() != qsgd_payload_bytes(out.size(), levels))
+  const std::size_t expected = qsgd_payload_bytes(out.size(), levels, bucket);
+  if (payload.size() != expected)
     throw std::runtime_error("QSGD payload has " + std::to_string(payload.size()) + " bytes, expected " +
-                             std::to_string(qsgd_payload_bytes(out.size(), levels)));
-  const float norm = get_f32(payload);
-  if (!std::isfinite(norm) || norm < 0.0f) throw std::runtime_error("QSGD payload has an invalid norm");
-  BitReader bits(payload.subspan(4));
+                             std::to_string(expected));
+  const std::size_t buckets = qsgd_buckets(out.size(), bucket);
+  const std::size_t width = bucket == 0 ? out.size() : static_cast<std::size_t>(bucket);
+  BitReader bits(payload.subspan(4 * buckets));
   const std::uint32_t mask = (1u << lb) - 1u;
-  for (std::size_t k = 0; k < out.size(); ++k) {
-    std::uint32_t code = bits.get(lb + 1);
-    std::uint32_t level = code & mask;
-    if (level > static_cast<std::uint32_t>(levels))
-      throw std::runtime_error("QSGD payload: element " + std::to_string(k) + " has level " + std::to_string(level) +
-                               " above " + std::to_string(levels));
-    auto v = static_cast<float>(static_cast<double>(norm) * level / levels);
-    out[k] = (code >> lb) & 1u ? -v : v;
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const float norm = get_f32(payload.subspan(4 * b));
+    if (!std::isfinite(norm) || norm < 0.0f)
+      throw std::runtime_error("QSGD payload has an invalid norm in bucket " + std::to_string(b));
+    const std::size_t lo_k = b * width, hi_k = std::min(out.size(), lo_k + width);
+    for (std::size_t k = lo_k; k < hi_k; ++k) {
+      std::uint32_t code = bits.get(lb + 1);
+      std::uint32_t level = code & mask;
+      if (level > static_cast<std::uint32_t>(levels))
+        throw std::runtime_error("QSGD payload: element " + std::to_string(k) + " has level " + std::to_string(level) +
+                                 " above " + std::to_string(levels));
+      auto v = static_cast<float>(static_cast<double>(norm) * level / levels);
+      out[k] = (code >> lb) & 1u ? -v : v;
+    }
   }
 }
 

@@ -100,7 +100,10 @@ GradientExchange::GradientExchange(std::vector<LayerInfo> layers, ExchangeOption
     : layers_(std::move(layers)), options_(options), codec_(std::move(codec)) {
   if (!codec_) throw std::invalid_argument("gradient exchange needs a codec");
   validate(options_.params);
-  if (options_.codec == GradCodec::qsgd) qsgd_bits_per_element(options_.qsgd_levels);  // validates s
+  if (options_.codec == GradCodec::qsgd) {  // validates s and d
+    qsgd_bits_per_element(options_.qsgd_levels);
+    qsgd_buckets(1, options_.qsgd_bucket);
+  }
   for (std::size_t t = 0; t < layers_.size(); ++t) {
     Params p = options_.params;
     bool compressed = options_.codec != GradCodec::float32 && layers_[t].numel >= p.float_below &&
@@ -117,7 +120,7 @@ GradientExchange::GradientExchange(std::vector<LayerInfo> layers, ExchangeOption
     std::size_t n = layers_[t].numel;
     switch (kind) {
       case Kind::ternary: payload_size_.push_back(kHeaderBytes + body_bytes(p.packing, n)); break;
-      case Kind::qsgd: payload_size_.push_back(qsgd_payload_bytes(n, options_.qsgd_levels)); break;
+      case Kind::qsgd: payload_size_.push_back(qsgd_payload_bytes(n, options_.qsgd_levels, options_.qsgd_bucket)); break;
       case Kind::sign: payload_size_.push_back(sign_payload_bytes(n)); break;
       case Kind::float32: payload_size_.push_back(float_allreduce() ? 4 * n : kHeaderBytes + 4 * n); break;
     }
@@ -192,7 +195,7 @@ std::vector<std::uint8_t> GradientExchange::encode_worker(const std::vector<std:
     const auto tensor = static_cast<std::uint32_t>(t);
     if (kind_[t] == Kind::qsgd) {
       StreamKey key{options_.seed, worker, kQsgdTensorBase + tensor, step};
-      qsgd_encode(grads[t], options_.qsgd_levels, key, tensor, std::span(buf).subspan(at, payload_size_[t]));
+      qsgd_encode(grads[t], options_.qsgd_levels, options_.qsgd_bucket, key, tensor, std::span(buf).subspan(at, payload_size_[t]));
       at += payload_size_[t];
       continue;
     }
@@ -274,7 +277,7 @@ std::vector<std::vector<float>> GradientExchange::combine(const std::vector<std:
           ls.scalar = std::max(ls.scalar, d.header.scalar);  // reported: the largest worker scalar
           values = std::move(d.values);
         } else if (kind_[t] == Kind::qsgd) {
-          qsgd_decode(p, options_.qsgd_levels, values);
+          qsgd_decode(p, options_.qsgd_levels, options_.qsgd_bucket, values);
           for (float v : values) zeros += v == 0.0f;
         } else if (kind_[t] == Kind::sign) {
           sign_decode(p, values);

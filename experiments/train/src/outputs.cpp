@@ -84,7 +84,7 @@ void write_outputs(const std::string& dir, const TrainConfig& c, const TrainResu
   j["config"] = {{"model", c.model}, {"data", c.data}, {"data_dir", c.data_dir}, {"train_limit", c.train_limit},
                  {"test_limit", c.test_limit}, {"codec", c.codec}, {"packing", c.packing}, {"layerwise", c.layerwise}, {"shared_scalar", c.shared_scalar},
                  {"clip", c.clip}, {"c", c.c}, {"float_below", c.float_below}, {"quantize_last", c.quantize_last},
-                 {"qsgd_levels", c.qsgd_levels}, {"float_exchange", c.float_exchange},
+                 {"qsgd_levels", c.qsgd_levels}, {"qsgd_bucket", c.qsgd_bucket}, {"float_exchange", c.float_exchange},
                  {"optimizer", c.optimizer}, {"lr", c.lr}, {"momentum", c.momentum}, {"weight_decay", c.weight_decay},
                  {"weight_decay_in", c.weight_decay_in},
                  {"lr_policy", c.lr_policy}, {"gamma", c.gamma}, {"power", c.power}, {"step_size", c.step_size},

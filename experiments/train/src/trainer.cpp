@@ -19,6 +19,7 @@
 #include "gloo_transport.hpp"
 #include "models.hpp"
 #include "tg/atomic_file.hpp"
+#include "tg/error.hpp"
 #include "tg/train/checkpoint_file.hpp"
 #include "tg/train/data.hpp"
 #include "tg/train/exchange.hpp"
@@ -235,7 +236,7 @@ std::string fingerprint(const TrainConfig& c, int workers) {
     << c.clip << '|' << c.c << '|' << c.float_below << '|' << c.quantize_last << '|' << c.optimizer << '|' << c.lr << '|'
     << c.momentum << '|' << c.weight_decay << '|' << c.lr_policy << '|' << c.gamma << '|' << c.power << '|' << c.step_size
     << '|' << c.batch << '|' << workers << '|' << c.seed << '|' << c.weight_decay_in;
-  if (c.codec == "qsgd") s << "|qsgd-levels " << c.qsgd_levels;
+  if (c.codec == "qsgd") s << "|qsgd-levels " << c.qsgd_levels << "|qsgd-bucket " << c.qsgd_bucket;
   if (c.codec == "float") s << '|' << c.float_exchange;
   if (!c.shared_scalar) s << "|own-scalars";
   return s.str();
@@ -421,6 +422,7 @@ TrainResult run_training(const TrainConfig& c) {
   xo.last_layer_from = last_from;
   xo.seed = c.seed;
   xo.qsgd_levels = c.qsgd_levels;
+  xo.qsgd_bucket = c.qsgd_bucket;
   xo.float_exchange = parse_float_exchange(c.float_exchange);
   std::shared_ptr<const Codec> codec = make_exchange_codec(c.fault_codec);
   GradientExchange exchange(layers, xo, codec);
@@ -535,12 +537,20 @@ TrainResult run_training(const TrainConfig& c) {
       for (const auto& v : g) s.emplace_back(v);
       return s;
     };
-    if (distributed) {
-      avg = exchange.exchange(spans_of(grads[0]), losses[0], *transport, static_cast<std::uint32_t>(step), &st);
-    } else {
-      std::vector<std::vector<std::span<const float>>> all;
-      for (const auto& g : grads) all.push_back(spans_of(g));
-      avg = exchange.simulate(all, losses, static_cast<std::uint32_t>(step), &st);
+    try {
+      if (distributed) {
+        avg = exchange.exchange(spans_of(grads[0]), losses[0], *transport, static_cast<std::uint32_t>(step), &st);
+      } else {
+        std::vector<std::vector<std::span<const float>>> all;
+        for (const auto& g : grads) all.push_back(spans_of(g));
+        avg = exchange.simulate(all, losses, static_cast<std::uint32_t>(step), &st);
+      }
+    } catch (const tg::NonFiniteError& e) {  // the model diverged: say where, in the layer's name
+      std::string layer = e.tensor() < layers.size() ? layers[e.tensor()].name : "tensor " + std::to_string(e.tensor());
+      throw std::runtime_error("training diverged at step " + std::to_string(step) + ": the gradient of " + layer +
+                               " is not finite at element " + std::to_string(e.index()) + " (mean loss since the last evaluation: " +
+                               std::to_string(loss_since_eval / std::max<long>(1, steps_since_eval)) +
+                               "); try a smaller --lr or another codec setting");
     }
     if (leader) live.after_exchange(step, spans_of(grads[0]), st);
     if (st.keep_buffers && leader) {

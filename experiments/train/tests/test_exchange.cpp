@@ -379,9 +379,10 @@ TEST(Exchange, UplinkAndDownlinkBytesFollowTheFormulas) {
   std::uint64_t tern = 4, q4 = 4, q1 = 4, q255 = 4, sign = 4, flt = 4;
   for (std::uint64_t m : n) {
     tern += 32 + (m + 3) / 4;
-    q4 += 4 + (m * 4 + 7) / 8;    // s = 4: 1 + 3 bits
-    q1 += 4 + (m * 2 + 7) / 8;    // s = 1: 1 + 1 bits
-    q255 += 4 + (m * 9 + 7) / 8;  // s = 255: 1 + 8 bits
+    const std::uint64_t norms = 4 * ((m + 511) / 512);  // default bucket: 512 elements per norm
+    q4 += norms + (m * 4 + 7) / 8;    // s = 4: 1 + 3 bits
+    q1 += norms + (m * 2 + 7) / 8;    // s = 1: 1 + 1 bits
+    q255 += norms + (m * 9 + 7) / 8;  // s = 255: 1 + 8 bits
     sign += 4 + (m + 7) / 8;
     flt += 32 + 4 * m;
   }
@@ -448,51 +449,88 @@ TEST(Exchange, RejectsMismatchedGradients) {
   EXPECT_THROW(x.simulate(spans(h), {0, 0}, 0, nullptr), tg::NonFiniteError);
 }
 
-// QSGD's levels: when s |g_k| / ||g||_2 is an integer for every k the encoding is deterministic and
-// decodes to g exactly (g = (3, -4, 0, 0) has norm 5; s = 5 gives levels 3, 4, 0, 0).
+// QSGD's levels: when s |g_k| / ||g_b||_2 is an integer for every k (g_b: k's bucket) the encoding is
+// deterministic and decodes to g exactly. One bucket: g = (3, -4, 0, 0) has norm 5; s = 5 gives levels
+// 3, 4, 0, 0. Buckets of 2: (3, -4 | 0, 5 | 1) has norms 5, 5, 1; s = 5 gives levels 3, 4, 0, 5, 5.
 TEST(Qsgd, IntegerLevelsDecodeExactly) {
   const std::vector<float> g = {3.0f, -4.0f, 0.0f, 0.0f};
-  std::vector<std::uint8_t> p(qsgd_payload_bytes(4, 5));
+  std::vector<std::uint8_t> p(qsgd_payload_bytes(4, 5, 0));
   EXPECT_EQ(p.size(), 4u + 2u);  // 4 x (1 + 3) bits = 2 bytes
   std::vector<float> out(4);
   for (std::uint32_t step = 0; step < 20; ++step) {
-    qsgd_encode(g, 5, {7, 0, kQsgdTensorBase, step}, 0, p);
-    qsgd_decode(p, 5, out);
+    qsgd_encode(g, 5, 0, {7, 0, kQsgdTensorBase, step}, 0, p);
+    qsgd_decode(p, 5, 0, out);
     EXPECT_EQ(out, g) << "step " << step;
   }
   p[4] = 0x07;  // element 0: level 7 > s = 5
-  EXPECT_THROW(qsgd_decode(p, 5, out), std::runtime_error);
+  EXPECT_THROW(qsgd_decode(p, 5, 0, out), std::runtime_error);
   std::vector<float> bad = {1.0f, std::nanf("")};
-  std::vector<std::uint8_t> q(qsgd_payload_bytes(2, 5));
-  EXPECT_THROW(qsgd_encode(bad, 5, {}, 3, q), tg::NonFiniteError);
+  std::vector<std::uint8_t> q(qsgd_payload_bytes(2, 5, 0));
+  EXPECT_THROW(qsgd_encode(bad, 5, 0, {}, 3, q), tg::NonFiniteError);
+
+  const std::vector<float> h = {3.0f, -4.0f, 0.0f, 5.0f, 1.0f};
+  std::vector<std::uint8_t> pb(qsgd_payload_bytes(5, 5, 2));
+  EXPECT_EQ(pb.size(), 3u * 4u + 3u);  // 3 norms + 5 x 4 bits rounded up to 3 bytes
+  std::vector<float> outb(5);
+  for (std::uint32_t step = 0; step < 20; ++step) {
+    qsgd_encode(h, 5, 2, {7, 0, kQsgdTensorBase, step}, 0, pb);
+    qsgd_decode(pb, 5, 2, outb);
+    EXPECT_EQ(outb, h) << "step " << step;
+  }
+  std::vector<std::uint8_t> bad_norm = pb;
+  bad_norm[8 + 3] = 0xff;  // the third norm's top byte: a negative NaN
+  EXPECT_THROW(qsgd_decode(bad_norm, 5, 2, outb), std::runtime_error);
+  EXPECT_THROW(qsgd_decode(pb, 5, 0, outb), std::runtime_error);  // read with the wrong bucket size: wrong length
+  EXPECT_THROW(qsgd_payload_bytes(5, 5, kQsgdMaxBucket + 1), std::invalid_argument);
 }
 
-// Unbiasedness of QSGD: per element the decoded value X takes one of two neighbouring levels
-// norm * l / s and norm * (l+1) / s, so |X - E X| <= delta = norm / s and Var X <= delta^2 / 4. Over
-// T = 4000 steps, Bernstein's inequality with eps = 0.06 delta gives
-// P(|mean - g_k| >= eps) <= 2 exp(-T eps^2 / (2 Var + 2/3 delta eps)) = 2 exp(-26.7) = 5e-12 per element,
-// so the false-fail probability over the 64 elements is below 4e-10 (the 2^-32 threshold resolution
-// and float32 rounding of the decoded value move E X by under 1e-6 delta). Expected values are g_k,
-// the input, not anything the code computes. Power: rounding down instead of stochastically (bias
-// (r - floor r) delta, r = s |g_k| / norm) or rounding to nearest is off by more than 0.06 delta on
-// every element whose fractional level lies in [0.06, 0.94] (most of the 64 here), so it fails with
-// probability > 1 - 4e-10.
+// A bucket at least as large as the tensor is one bucket: the same bytes as bucket 0 for the same key.
+TEST(Qsgd, BucketCoveringTheTensorEqualsOneBucket) {
+  std::vector<float> g(37);
+  for (int k = 0; k < 37; ++k) g[k] = static_cast<float>(((k * 13) % 11) - 5) / 3.0f;
+  for (std::uint64_t d : {std::uint64_t{37}, std::uint64_t{64}}) {
+    std::vector<std::uint8_t> a(qsgd_payload_bytes(37, 4, 0)), b(qsgd_payload_bytes(37, 4, d));
+    qsgd_encode(g, 4, 0, {9, 1, kQsgdTensorBase + 1, 3}, 1, a);
+    qsgd_encode(g, 4, d, {9, 1, kQsgdTensorBase + 1, 3}, 1, b);
+    EXPECT_EQ(a, b) << "bucket " << d;
+  }
+}
+
+// Unbiasedness of QSGD, one bucket and buckets of 16: per element the decoded value X takes one of two
+// neighbouring levels norm_b * l / s and norm_b * (l+1) / s (norm_b: the L2 norm of k's bucket), so
+// |X - E X| <= delta_k = norm_b / s and Var X <= delta_k^2 / 4. Over T = 4000 steps, Bernstein's
+// inequality with eps = 0.06 delta_k gives
+// P(|mean - g_k| >= eps) <= 2 exp(-T eps^2 / (2 Var + 2/3 delta_k eps)) = 2 exp(-26.7) = 5e-12 per element,
+// so the false-fail probability over the 2 x 64 elements is below 7e-10 (the 2^-32 threshold resolution
+// and float32 rounding of the decoded value move E X by under 1e-6 delta_k). Expected values are g_k,
+// the input; delta_k is computed here from g, not by the code under test. Power: rounding down instead
+// of stochastically (bias (r - floor r) delta_k, r = s |g_k| / norm_b) or rounding to nearest is off by
+// more than 0.06 delta_k on every element whose fractional level lies in [0.06, 0.94] (most of the 64
+// here), so it fails with probability > 1 - 7e-10; so does a norm taken over the wrong elements (levels
+// of the wrong size decode to the wrong mean).
 TEST(Qsgd, IsUnbiased) {
   const int s = 4, n = 64, T = 4000;
   std::vector<float> g(n);
   for (int k = 0; k < n; ++k) g[k] = static_cast<float>(((k * 37) % 29) - 14) / 7.0f;
-  double sumsq = 0.0;
-  for (float v : g) sumsq += static_cast<double>(v) * v;
-  const double delta = std::sqrt(sumsq) / s;
-  std::vector<double> mean(n, 0.0);
-  std::vector<std::uint8_t> p(qsgd_payload_bytes(n, s));
-  std::vector<float> out(n);
-  for (int step = 0; step < T; ++step) {
-    qsgd_encode(g, s, {20171204, 1, kQsgdTensorBase + 2, static_cast<std::uint32_t>(step)}, 2, p);
-    qsgd_decode(p, s, out);
-    for (int k = 0; k < n; ++k) mean[k] += out[k];
+  for (std::uint64_t d : {std::uint64_t{0}, std::uint64_t{16}}) {
+    std::vector<double> delta(n);
+    const int width = d == 0 ? n : static_cast<int>(d);
+    for (int b = 0; b < n; b += width) {
+      double sumsq = 0.0;
+      for (int k = b; k < b + width; ++k) sumsq += static_cast<double>(g[k]) * g[k];
+      for (int k = b; k < b + width; ++k) delta[k] = std::sqrt(sumsq) / s;
+    }
+    std::vector<double> mean(n, 0.0);
+    std::vector<std::uint8_t> p(qsgd_payload_bytes(n, s, d));
+    std::vector<float> out(n);
+    for (int step = 0; step < T; ++step) {
+      qsgd_encode(g, s, d, {20171204, 1, kQsgdTensorBase + 2, static_cast<std::uint32_t>(step)}, 2, p);
+      qsgd_decode(p, s, d, out);
+      for (int k = 0; k < n; ++k) mean[k] += out[k];
+    }
+    for (int k = 0; k < n; ++k)
+      EXPECT_NEAR(mean[k] / T, g[k], 0.06 * delta[k]) << "bucket " << d << ", element " << k;
   }
-  for (int k = 0; k < n; ++k) EXPECT_NEAR(mean[k] / T, g[k], 0.06 * delta) << "element " << k;
 }
 
 // EF-SignSGD: the residual identity e_{t+1} = (g + e_t) - decoded holds exactly (float32), with

@@ -54,7 +54,8 @@ struct ExchangeOptions {
   bool quantize_last = true;   // false: the last layer's tensors (`last_layer_from` on) stay float
   std::size_t last_layer_from = 0;  // index of the first tensor of the last layer
   std::uint64_t seed = 1;
-  int qsgd_levels = 4;              // QSGD: s, levels of |g_k| / ||g||_2 in [0, 1]
+  int qsgd_levels = 4;              // QSGD: s, levels of |g_k| / ||g_bucket||_2 in [0, 1]
+  std::uint64_t qsgd_bucket = 512;  // QSGD: elements per norm (0: one norm per tensor)
   FloatExchange float_exchange = FloatExchange::allreduce;  // codec float only
 };
 

@@ -21,7 +21,8 @@ struct TrainConfig {
   std::size_t test_limit = 0;           // use the first N test images (0: all)
   // gradient codec
   std::string codec = "terngrad";       // float | terngrad | qsgd | signsgd-ef
-  int qsgd_levels = 4;                  // qsgd: s levels of |g_k| / ||g||_2
+  int qsgd_levels = 4;                  // qsgd: s levels of |g_k| / ||g_bucket||_2
+  std::uint64_t qsgd_bucket = 512;      // qsgd: elements per norm (0: one norm per tensor)
   std::string float_exchange = "allreduce";  // float: allreduce (sum over ranks) | allgather (every gradient to every rank)
   std::string packing = "2bit";         // 2bit | base3
   bool layerwise = true;
