@@ -1,4 +1,4 @@
-"""terngrad-bench: `python -m terngrad.report {index,train,convex,seeds} [options]`; `<report> --help` lists the options."""
+"""terngrad-bench: `python -m terngrad.report {index,train,convex,seeds,ranks} [options]`; `<report> --help` lists the options."""
 import importlib
 import sys
 
@@ -7,6 +7,7 @@ REPORTS = {
     "train": "reports/train/README.md and figures from the runs of scripts/reproduce-train.sh",
     "convex": "reports/convex/README.md and figures from the summaries of scripts/reproduce-convex.sh",
     "seeds": "reports/train/seeds.md and figures from the multi-seed runs of scripts/train-seeds.sh",
+    "ranks": "reports/train/ranks.md and ranks.png from the multi-process runs of scripts/rank-splits.sh",
 }
 
 USAGE = "usage: python -m terngrad.report {" + ",".join(REPORTS) + "} [options]\n\n" + "\n".join(

@@ -1,8 +1,12 @@
-"""terngrad-bench: what the three renderers of terngrad.report share: reading the tools' JSON/CSV,
-Markdown tables, matplotlib set up for files (Agg), saving figures, moving averages."""
+"""terngrad-bench: what the renderers of terngrad.report share: reading the tools' JSON/CSV,
+Markdown tables, matplotlib set up for files (Agg), saving figures, moving averages, the runs/out
+command line."""
+import argparse
 import csv
 import json
 import math
+import pathlib
+import sys
 
 
 class InputError(Exception):
@@ -89,3 +93,26 @@ def read_train_run(folder):
     run["_steps"] = read_csv(folder / "steps.csv")
     run["_name"] = folder.name
     return run
+
+
+def runs_report_main(argv, name, what, runs, out, made_by, render, errors=(InputError, KeyError, ValueError)):
+    """The command line of a renderer that reads a folder of runs: `python -m terngrad.report <name>
+    [--runs DIR] [--out DIR]`. render(runs_dir, out_dir) returns the path it wrote; a missing runs
+    folder or a malformed run is one line on stderr and exit 2."""
+    ap = argparse.ArgumentParser(prog=f"python -m terngrad.report {name}",
+                                 description=f"Render {what} from the runs of {made_by}.")
+    ap.add_argument("--runs", type=pathlib.Path, default=runs, help=f"folder of the runs (default: {runs})")
+    ap.add_argument("--out", type=pathlib.Path, default=out, help=f"folder for the report and PNGs (default: {out})")
+    args = ap.parse_args(argv)
+    if not args.runs.is_dir():
+        print(f"terngrad.report {name}: error: runs folder {args.runs} does not exist ({made_by} writes it)",
+              file=sys.stderr)
+        return 2
+    try:
+        path = render(args.runs, args.out)
+    except errors as e:
+        print(f"terngrad.report {name}: error: runs under {args.runs} are incomplete or malformed: {e}",
+              file=sys.stderr)
+        return 2
+    print("wrote", path)
+    return 0

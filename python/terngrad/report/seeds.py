@@ -3,14 +3,13 @@ figures: per arm (codec setting) and worker count, the mean final test accuracy 
 t-interval, the paired float-minus-arm gap with its interval (runs of one seed share initialization and
 data order), and accuracy against steps, communicated bytes and time with per-seed bands.
 Run: python -m terngrad.report seeds [--runs reports/train/seeds] [--out reports/train]."""
-import argparse
 import math
 import pathlib
 import re
 import statistics
 import sys
 
-from .common import InputError, md_table, pyplot, read_train_run, save_figure, write_output
+from .common import runs_report_main, InputError, md_table, pyplot, read_train_run, save_figure, write_output
 
 RUNS = pathlib.Path("reports/train/seeds")
 OUT = pathlib.Path("reports/train")
@@ -245,24 +244,7 @@ def clip_text(c):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m terngrad.report seeds",
-                                 description="Render reports/train/seeds.md and its figures from the runs of "
-                                             "scripts/train-seeds.sh.")
-    ap.add_argument("--runs", type=pathlib.Path, default=RUNS, help=f"folder of the runs (default: {RUNS})")
-    ap.add_argument("--out", type=pathlib.Path, default=OUT, help=f"folder for seeds.md and PNGs (default: {OUT})")
-    args = ap.parse_args(argv)
-    if not args.runs.is_dir():
-        print(f"terngrad.report seeds: error: runs folder {args.runs} does not exist "
-              "(scripts/train-seeds.sh writes it)", file=sys.stderr)
-        return 2
-    try:
-        path = render(args.runs, args.out)
-    except (InputError, KeyError, ValueError) as e:
-        print(f"terngrad.report seeds: error: {e}", file=sys.stderr)
-        return 2
-    print("wrote", path)
-    return 0
-
+    return runs_report_main(argv, "seeds", "reports/train/seeds.md and its figures", RUNS, OUT, "scripts/train-seeds.sh", render)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,12 +1,11 @@
 """terngrad-bench: turns the runs of scripts/reproduce-train.sh into reports/train/README.md and its figures.
 Run: python -m terngrad.report train [--runs reports/train/runs] [--out reports/train]
 (with the built package on PYTHONPATH: build/<preset>/python/package)."""
-import argparse
 import math
 import pathlib
 import sys
 
-from .common import InputError, moving_average, pyplot, read_train_run, save_figure, write_output
+from .common import runs_report_main, InputError, moving_average, pyplot, read_train_run, save_figure, write_output
 
 RUNS = pathlib.Path("reports/train/runs")
 OUT = pathlib.Path("reports/train")
@@ -287,25 +286,8 @@ def render(runs_dir, out_dir):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m terngrad.report train",
-                                 description="Render reports/train/README.md and its figures from the runs of "
-                                             "scripts/reproduce-train.sh.")
-    ap.add_argument("--runs", type=pathlib.Path, default=RUNS, help=f"folder of the runs (default: {RUNS})")
-    ap.add_argument("--out", type=pathlib.Path, default=OUT, help=f"folder for README.md and PNGs (default: {OUT})")
-    args = ap.parse_args(argv)
-    if not args.runs.is_dir():
-        print(f"terngrad.report train: error: runs folder {args.runs} does not exist "
-              "(scripts/reproduce-train.sh writes it)", file=sys.stderr)
-        return 2
-    try:
-        readme = render(args.runs, args.out)
-    except (InputError, KeyError, StopIteration, ValueError) as e:
-        print(f"terngrad.report train: error: runs under {args.runs} are incomplete or malformed: {e!r}",
-              file=sys.stderr)
-        return 2
-    print("wrote", readme)
-    return 0
-
+    return runs_report_main(argv, "train", "reports/train/README.md and its figures", RUNS, OUT,
+                            "scripts/reproduce-train.sh", render, errors=(InputError, KeyError, StopIteration, ValueError))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# terngrad-bench: measured per-rank time splits of multi-process training (`terngrad launch`, c10d/Gloo
+# over loopback): for each codec arm and rank count, one LeNet run on Fashion-MNIST, then
+# `python -m terngrad.report ranks` renders reports/train/ranks.md and its figure from every rank's
+# ranks.csv (compute / encode / wait / wire / decode / optimizer per step).
+#   bash scripts/rank-splits.sh build/default/apps/terngrad [full|smoke]
+# full: 5 arms x {2, 4} ranks, 300 steps each (about 5 minutes on 2 cores); smoke: 2 arms x 2 ranks,
+# 12 steps (CI). Runs go to $OUT (default reports/train/ranks, not in git), one at a time; each run's
+# start and the load average then are logged in $OUT/schedule.log, which the report quotes.
+# On a 2-core machine 4 ranks share 2 cores: the splits show that contention (compute and wait grow).
+# Environment (optional): ARMS="float terngrad ...", RANKS="2 4", STEPS=N, OUT=DIR, REPORT_OUT=DIR,
+# PYTHON (default build/venv/bin/python), TG_PACKAGE (the built Python package).
+set -euo pipefail
+TG=${1:?usage: bash scripts/rank-splits.sh <path to terngrad> [full|smoke]}
+MODE=${2:-full}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+[[ -x $TG ]] || { echo "rank-splits: $TG is not an executable terngrad binary" >&2; exit 2; }
+case $MODE in full|smoke) ;; *) echo "rank-splits: mode must be full or smoke, not '$MODE'" >&2; exit 2 ;; esac
+OUT=${OUT:-$ROOT/reports/train/ranks}
+PY=${PYTHON:-$ROOT/build/venv/bin/python}
+PKG=${TG_PACKAGE:-$(cd "$(dirname "$TG")/.." && pwd)/python/package}
+
+declare -A ARM=(
+  [float]="--codec float --float-exchange allreduce"
+  [float-allgather]="--codec float --float-exchange allgather"
+  [terngrad]="--codec terngrad --clip saturate --c 2.5"
+  [qsgd]="--codec qsgd --qsgd-levels 4"
+  [signsgd-ef]="--codec signsgd-ef"
+)
+if [[ $MODE == full ]]; then
+  ARMS=${ARMS:-float float-allgather terngrad qsgd signsgd-ef}; RANKS=${RANKS:-2 4}; STEPS=${STEPS:-300}
+else
+  ARMS=${ARMS:-float terngrad}; RANKS=${RANKS:-2}; STEPS=${STEPS:-12}
+fi
+for a in $ARMS; do [[ -n ${ARM[$a]:-} ]] || { echo "rank-splits: unknown arm '$a' (known: ${!ARM[*]})" >&2; exit 2; }; done
+[[ $STEPS =~ ^[0-9]+$ && $STEPS -ge 2 ]] || { echo "rank-splits: STEPS must be an integer >= 2, not '$STEPS'" >&2; exit 2; }
+
+mkdir -p "$OUT"
+failed=0
+for n in $RANKS; do
+  for arm in $ARMS; do
+    name="lenet-$arm-n$n"
+    rm -rf "${OUT:?}/$name"
+    echo "$(date -u +%FT%TZ) start $name load $(cut -d' ' -f1-3 /proc/loadavg) binary $TG" >> "$OUT/schedule.log"
+    # shellcheck disable=SC2086
+    if "$TG" launch --nproc "$n" -- --model lenet --batch 64 --steps "$STEPS" --eval-every 0 --test-limit 1000 \
+         ${ARM[$arm]} --data fashion-mnist --seed 1 --no-progress --out "$OUT/$name" > "$OUT/$name.log" 2>&1; then
+      echo "$(date -u +%FT%TZ) done $name" >> "$OUT/schedule.log"; echo "done $name"
+    else
+      echo "$(date -u +%FT%TZ) FAILED $name" >> "$OUT/schedule.log"; echo "FAILED $name (see $OUT/$name.log)" >&2
+      failed=1
+    fi
+  done
+done
+
+PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m terngrad.report ranks --runs "$OUT" --out "${REPORT_OUT:-$ROOT/reports/train}"
+exit $failed
