@@ -66,7 +66,7 @@ def loads(runs_dir):
 def figure(runs, path):
     plt = pyplot()
     counts = sorted({r["ranks"] for r in runs})
-    fig, axes = plt.subplots(1, len(counts), figsize=(6.5 * len(counts), 0.45 * max(len(runs), 6) + 1.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(counts), figsize=(6.5 * len(counts), 0.3 * max(sum(len(r["means"]) for r in runs if r["ranks"] == n) for n in {r["ranks"] for r in runs}) + 2.0), squeeze=False)
     colors = ["#4c72b0", "#dd8452", "#c44e52", "#8172b3", "#55a868", "#937860"]
     for ax, n in zip(axes[0], counts):
         labels, lefts = [], []
@@ -83,7 +83,7 @@ def figure(runs, path):
         ax.invert_yaxis()
         ax.set_xlabel("ms per step (mean over the measured steps)")
         ax.set_title(f"LeNet, {n} ranks (c10d/Gloo over loopback)")
-        ax.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=len(PARTS), fontsize=8, frameon=False)
     fig.tight_layout()
     save_figure(fig, path)
 
@@ -92,7 +92,8 @@ def render(runs_dir, out_dir):
     runs = [r for r in (load_run(f) for f in sorted(runs_dir.iterdir()) if f.is_dir()) if r is not None]
     if not runs:
         raise InputError(f"{runs_dir} holds no finished run of scripts/rank-splits.sh (folders <net>-<arm>-n<ranks> with ranks.csv)")
-    runs.sort(key=lambda r: (r["ranks"], r["arm"]))
+    order = list(ARM_TEXT)
+    runs.sort(key=lambda r: (r["ranks"], order.index(r["arm"]) if r["arm"] in order else len(order), r["arm"]))
     load = loads(runs_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     lines = ["# Per-rank time splits of multi-process training (measured)", "",
@@ -102,7 +103,9 @@ def render(runs_dir, out_dir):
              "machine, one run at a time. Every figure is the mean over the measured steps of what each rank "
              "timed itself (ranks.csv): compute (forward and backward), encode, wait (until the slowest peer's "
              "payload is there), wire (the transfer once every peer is ready), decode (and aggregation), optimizer. "
-             "The first tenth of the steps (at most 10) is left out as warm-up.", ""]
+             "The first tenth of the steps (at most 10) is left out as warm-up. The last column is the machine's "
+             "1/5/15-minute load average when the run started: above the core count, other processes took CPU time "
+             "from the ranks, which inflates compute and wait.", ""]
     for n in sorted({r["ranks"] for r in runs}):
         rows = []
         for r in (x for x in runs if x["ranks"] == n):
