@@ -70,6 +70,14 @@ def render(runs_dir, out_dir):
     w("Every number below comes from the files in `reports/train/runs/` (not kept in git: the commands under")
     w("Reproduce write them again); the data is **Fashion-MNIST**")
     w("(Debian package dataset-fashion-mnist), not MNIST or CIFAR-10, which are not on this machine.\n")
+    w("These are single-seed runs. The multi-seed study (LeNet 10K steps, 5 seeds per arm, 95% intervals,")
+    w("QSGD and EF-SignSGD arms, accuracy against bytes and time) is `seeds.md`; measured per-rank time splits")
+    w("of multi-process runs are in `ranks.md`.\n")
+    wd_in = {(r or {}).get("config", {}).get("weight_decay_in") for r in list(L.values()) + list(C.values()) if r}
+    if None in wd_in:
+        w(("All" if wd_in == {None} else "Some") + " runs below predate `--weight-decay-in` (their run.json does not record"
+          " it): their weight decay was")
+        w("applied after the exchange, never ternarized. The trainer's default is now `loss`, as in the authors' code.\n")
     if missing:
         w("Runs missing when this file was generated: " + ", ".join(missing) + "\n")
 
