@@ -11,14 +11,8 @@
 # Environment (optional): ARMS="float terngrad ...", RANKS="2 4", STEPS=N, OUT=DIR, REPORT_OUT=DIR,
 # PYTHON (default build/venv/bin/python), TG_PACKAGE (the built Python package).
 set -euo pipefail
-TG=${1:?usage: bash scripts/rank-splits.sh <path to terngrad> [full|smoke]}
-MODE=${2:-full}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-[[ -x $TG ]] || { echo "rank-splits: $TG is not an executable terngrad binary" >&2; exit 2; }
-case $MODE in full|smoke) ;; *) echo "rank-splits: mode must be full or smoke, not '$MODE'" >&2; exit 2 ;; esac
-OUT=${OUT:-$ROOT/reports/train/ranks}
-PY=${PYTHON:-$ROOT/build/venv/bin/python}
-PKG=${TG_PACKAGE:-$(cd "$(dirname "$TG")/.." && pwd)/python/package}
+source "$(dirname "$0")/study-common.sh"
+study_init rank-splits train/ranks "$@"
 
 declare -A ARM=(
   [float]="--codec float --float-exchange allreduce"
@@ -35,23 +29,16 @@ fi
 for a in $ARMS; do [[ -n ${ARM[$a]:-} ]] || { echo "rank-splits: unknown arm '$a' (known: ${!ARM[*]})" >&2; exit 2; }; done
 [[ $STEPS =~ ^[0-9]+$ && $STEPS -ge 2 ]] || { echo "rank-splits: STEPS must be an integer >= 2, not '$STEPS'" >&2; exit 2; }
 
-mkdir -p "$OUT"
 failed=0
 for n in $RANKS; do
   for arm in $ARMS; do
     name="lenet-$arm-n$n"
     rm -rf "${OUT:?}/$name"
-    echo "$(date -u +%FT%TZ) start $name load $(cut -d' ' -f1-3 /proc/loadavg) binary $TG" >> "$OUT/schedule.log"
     # shellcheck disable=SC2086
-    if "$TG" launch --nproc "$n" -- --model lenet --batch 64 --steps "$STEPS" --eval-every 0 --test-limit 1000 \
-         ${ARM[$arm]} --data fashion-mnist --seed 1 --no-progress --out "$OUT/$name" > "$OUT/$name.log" 2>&1; then
-      echo "$(date -u +%FT%TZ) done $name" >> "$OUT/schedule.log"; echo "done $name"
-    else
-      echo "$(date -u +%FT%TZ) FAILED $name" >> "$OUT/schedule.log"; echo "FAILED $name (see $OUT/$name.log)" >&2
-      failed=1
-    fi
+    study_run "$name" "$TG" launch --nproc "$n" -- --model lenet --batch 64 --steps "$STEPS" --eval-every 0 \
+      --test-limit 1000 ${ARM[$arm]} --data fashion-mnist --seed 1 --no-progress --out "$OUT/$name" || failed=1
   done
 done
 
-PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m terngrad.report ranks --runs "$OUT" --out "${REPORT_OUT:-$ROOT/reports/train}"
+study_report ranks
 exit $failed

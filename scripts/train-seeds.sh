@@ -19,14 +19,8 @@
 # an interrupted study continues where it stopped, redoing only the run it was in. schedule.log records each run's start, load average and
 # exit status.
 set -euo pipefail
-TG=${1:?usage: bash scripts/train-seeds.sh <path to terngrad> [full|smoke]}
-MODE=${2:-full}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-[[ -x $TG ]] || { echo "train-seeds: $TG is not an executable terngrad binary" >&2; exit 2; }
-case $MODE in full|smoke) ;; *) echo "train-seeds: mode must be full or smoke, not '$MODE'" >&2; exit 2 ;; esac
-OUT=${OUT:-$ROOT/reports/train/seeds}
-PY=${PYTHON:-$ROOT/build/venv/bin/python}
-PKG=${TG_PACKAGE:-$(cd "$(dirname "$TG")/.." && pwd)/python/package}
+source "$(dirname "$0")/study-common.sh"
+study_init train-seeds train/seeds "$@"
 
 # The arms: codec settings compared at equal everything else. `terngrad` is the paper's method
 # (shared per-layer scalar = max over workers, clipping at 2.5 sigma in the original code's saturate rule);
@@ -61,7 +55,6 @@ net_options() {  # net, workers
   esac
 }
 
-mkdir -p "$OUT"
 failed=0
 # Seeds outermost: an interrupted study has whole seeds (every arm of a seed), the pairs the report compares.
 for seed in $SEEDS; do
@@ -71,14 +64,11 @@ for seed in $SEEDS; do
         name="$net-$arm-w$w-s$seed"
         if [[ -f $OUT/$name/.complete ]]; then echo "kept $name"; continue; fi
         opts=$(net_options "$net" "$w")
-        echo "$(date -u +%FT%TZ) start $name load $(cut -d' ' -f1-3 /proc/loadavg) binary $TG" >> "$OUT/schedule.log"
         # shellcheck disable=SC2086
-        if "$TG" train $opts ${ARM[$arm]} --data fashion-mnist --workers "$w" --seed "$seed" --no-progress \
-             --out "$OUT/$name" > "$OUT/$name.log" 2>&1; then
+        if study_run "$name" "$TG" train $opts ${ARM[$arm]} --data fashion-mnist --workers "$w" --seed "$seed" \
+             --no-progress --out "$OUT/$name"; then
           touch "$OUT/$name/.complete"
-          echo "$(date -u +%FT%TZ) done $name" >> "$OUT/schedule.log"; echo "done $name"
         else
-          echo "$(date -u +%FT%TZ) FAILED $name" >> "$OUT/schedule.log"; echo "FAILED $name (see $OUT/$name.log)" >&2
           failed=1
         fi
       done
@@ -86,5 +76,5 @@ for seed in $SEEDS; do
   done
 done
 
-PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m terngrad.report seeds --runs "$OUT" --out "${REPORT_OUT:-$ROOT/reports/train}"
+study_report seeds
 exit $failed

@@ -1,0 +1,37 @@
+# terngrad-bench: what scripts/train-seeds.sh and scripts/rank-splits.sh share (sourced, not run):
+# their arguments (<path to terngrad> [full|smoke]), the environment they read (OUT, PYTHON, TG_PACKAGE),
+# the schedule log of each run's start (with the load average) and end, and the report at the end.
+#   study_init <script name> <default runs folder under reports/> "$@"   sets TG MODE ROOT OUT PY PKG
+#   study_run <name> <command...>     runs one job: output to $OUT/<name>.log, logged in $OUT/schedule.log;
+#                                     returns the command's status
+#   study_report <report name> [default out folder]   renders `python -m terngrad.report <name>`
+study_init() {
+  local script=$1 runs=$2
+  shift 2
+  STUDY=$script
+  TG=${1:?usage: bash scripts/$script.sh <path to terngrad> [full|smoke]}
+  MODE=${2:-full}
+  ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  [[ -x $TG ]] || { echo "$script: $TG is not an executable terngrad binary" >&2; exit 2; }
+  case $MODE in full|smoke) ;; *) echo "$script: mode must be full or smoke, not '$MODE'" >&2; exit 2 ;; esac
+  OUT=${OUT:-$ROOT/reports/$runs}
+  PY=${PYTHON:-$ROOT/build/venv/bin/python}
+  PKG=${TG_PACKAGE:-$(cd "$(dirname "$TG")/.." && pwd)/python/package}
+  mkdir -p "$OUT"
+}
+
+study_run() {
+  local name=$1
+  shift
+  echo "$(date -u +%FT%TZ) start $name load $(cut -d' ' -f1-3 /proc/loadavg) binary $TG" >> "$OUT/schedule.log"
+  if "$@" > "$OUT/$name.log" 2>&1; then
+    echo "$(date -u +%FT%TZ) done $name" >> "$OUT/schedule.log"; echo "done $name"
+  else
+    echo "$(date -u +%FT%TZ) FAILED $name" >> "$OUT/schedule.log"; echo "FAILED $name (see $OUT/$name.log)" >&2
+    return 1
+  fi
+}
+
+study_report() {
+  PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m terngrad.report "$1" --runs "$OUT" --out "${REPORT_OUT:-$ROOT/reports/train}"
+}
