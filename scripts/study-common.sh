@@ -9,7 +9,11 @@ study_init() {
   local script=$1 runs=$2
   shift 2
   STUDY=$script
-  TG=${1:?usage: bash scripts/$script.sh <path to terngrad> [full|smoke]}
+  if [[ $# -lt 1 || $# -gt 2 ]]; then
+    echo "usage: bash scripts/$script.sh <path to terngrad> [full|smoke]" >&2
+    exit 2
+  fi
+  TG=$1
   MODE=${2:-full}
   ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   [[ -x $TG ]] || { echo "$script: $TG is not an executable terngrad binary" >&2; exit 2; }
