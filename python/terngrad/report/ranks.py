@@ -123,7 +123,9 @@ def render(runs_dir, out_dir):
                   "that contention as much as the codec.", ""]
     arms = sorted({r["arm"] for r in runs})
     lines += ["Arms: " + "; ".join(f"{a}: {ARM_TEXT.get(a, a)}" for a in arms) + ". Float32 gradients of LeNet: "
-              f"{runs[0]['float32']:,} bytes per worker-step.", "",
+              f"{runs[0]['float32']:,} bytes per worker-step. QSGD and EF-SignSGD are encoded and decoded by plain "
+              "scalar loops (experiments/train/src/baselines.cpp), TernGrad by the project's optimized codec, so their "
+              "encode and decode columns compare implementations, not what each method could cost.", "",
               "![per-rank time splits](ranks.png)", "",
               "Reproduce: `bash scripts/rank-splits.sh build/default/apps/terngrad full` (runs, then this report).", ""]
     figure(runs, out_dir / "ranks.png")
