@@ -78,9 +78,9 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   sub->add_flag("--save-weights", c.save_weights, "Also write the final parameters to weights.f32 in --out");
   sub->add_flag("--progress", cli.progress, "Progress bar on stderr even when it is not a terminal");
   sub->add_flag("--no-progress", cli.no_progress, "No progress bar (default: a bar when stderr is a terminal)");
-  sub->add_option("--checkpoint", c.checkpoint, "Checkpoint file, written every --checkpoint-every steps and at the end");
+  sub->add_option("--checkpoint", c.checkpoint, "Checkpoint file, written every --checkpoint-every steps and at the end (atomically, by rank 0; --codec signsgd-ef: with every worker's error-feedback residuals, gathered from all ranks, so give every rank the same --checkpoint, as `terngrad launch` does)");
   sub->add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints")->check(CLI::NonNegativeNumber);
-  sub->add_option("--resume", c.resume, "Continue from this checkpoint")->check(tg::app::regular_file());
+  sub->add_option("--resume", c.resume, "Continue from this checkpoint (every rank reads the same file; --codec signsgd-ef: each worker takes its own residuals back, and a checkpoint without them is refused)")->check(tg::app::regular_file());
   sub->add_option("--timeout-s", c.timeout_s, "Bound on the rendezvous and on every collective (multi-process)")
       ->check(CLI::Range(0.1, 86400.0));
   sub->add_option("--external-store", c.external_store, "The store is hosted by `terngrad train-store`, not by rank 0");

@@ -153,6 +153,18 @@ std::span<const float> GradientExchange::residual(std::size_t worker, std::size_
   return residual_[worker].at(t);
 }
 
+void GradientExchange::set_residuals(std::size_t worker, std::vector<std::vector<float>> values) {
+  if (values.size() != layers_.size())
+    throw std::invalid_argument("residuals of " + std::to_string(values.size()) + " tensors, the model has " +
+                                std::to_string(layers_.size()));
+  for (std::size_t t = 0; t < layers_.size(); ++t)
+    if (values[t].size() != layers_[t].numel)
+      throw std::invalid_argument("residual of " + layers_[t].name + " has " + std::to_string(values[t].size()) +
+                                  " elements, expected " + std::to_string(layers_[t].numel));
+  if (residual_.size() <= worker) residual_.resize(worker + 1);
+  residual_[worker] = std::move(values);
+}
+
 std::vector<float> GradientExchange::local_scalars(const std::vector<std::span<const float>>& grads) const {
   if (grads.size() != layers_.size())
     throw std::invalid_argument("worker sent " + std::to_string(grads.size()) + " tensors, the model has " +

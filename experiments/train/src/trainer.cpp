@@ -283,15 +283,65 @@ Evaluation evaluate(Net& model, const Dataset& d, const torch::Device& dev) {
   return {loss / static_cast<double>(d.test.count), static_cast<double>(correct) / static_cast<double>(d.test.count)};
 }
 
-// The checkpoint's manifest (tg/train/checkpoint_file.hpp): run fingerprint, step, every tensor's shape.
-CheckpointManifest manifest_of(Net& model, long step, const std::string& fp) {
-  CheckpointManifest m{fp, step, {}};
+// The checkpoint's manifest (tg/train/checkpoint_file.hpp): run fingerprint, step, every tensor's shape,
+// and with residual_workers > 0 (EF-SignSGD) the residual section's shape: one residual per parameter.
+CheckpointManifest manifest_of(Net& model, long step, const std::string& fp, std::size_t residual_workers) {
+  CheckpointManifest m;
+  m.fingerprint = fp;
+  m.step = step;
   for (const auto& item : model.named_parameters(true)) m.tensors.emplace_back(item.key(), c10::str(item.value().sizes()));
   for (const auto& item : model.named_buffers(true)) m.tensors.emplace_back(item.key(), c10::str(item.value().sizes()));
+  m.residual_workers = residual_workers;
+  if (residual_workers > 0)
+    for (const auto& p : model.parameters()) m.residual_numel.push_back(static_cast<std::size_t>(p.numel()));
   return m;
 }
 
-void save_checkpoint(const std::string& path, Net& model, torch::optim::Optimizer& opt, long step, const std::string& fp) {
+// Every worker's EF-SignSGD residuals, for a checkpoint. The simulation's exchange holds them all; in a
+// multi-process run each rank holds its own, so every rank calls this at the same step and one
+// allgather brings all of them to every rank (rank 0 writes them). A worker that has not stepped yet
+// has the zero residual it would start from.
+Residuals collect_residuals(const GradientExchange& x, int workers, Transport* transport) {
+  const auto& layers = x.layers();
+  auto own = [&](std::size_t w) {
+    std::vector<std::vector<float>> r;
+    for (std::size_t t = 0; t < layers.size(); ++t) {
+      auto e = x.residual(w, t);
+      r.push_back(e.empty() ? std::vector<float>(layers[t].numel, 0.0f) : std::vector<float>(e.begin(), e.end()));
+    }
+    return r;
+  };
+  Residuals out;
+  if (!transport) {
+    for (int w = 0; w < workers; ++w) out.push_back(own(static_cast<std::size_t>(w)));
+    return out;
+  }
+  std::vector<std::uint8_t> bytes;
+  for (const auto& e : own(static_cast<std::size_t>(transport->rank()))) {
+    std::size_t at = bytes.size();
+    bytes.resize(at + 4 * e.size());
+    if (!e.empty()) std::memcpy(bytes.data() + at, e.data(), 4 * e.size());
+  }
+  for (const auto& theirs : transport->allgather(bytes)) {
+    if (theirs.size() != bytes.size())
+      throw std::runtime_error("a rank sent " + std::to_string(theirs.size()) + " bytes of residuals, expected " +
+                               std::to_string(bytes.size()));
+    std::vector<std::vector<float>> r;
+    std::size_t at = 0;
+    for (const auto& l : layers) {
+      std::vector<float> e(l.numel);
+      if (l.numel) std::memcpy(e.data(), theirs.data() + at, 4 * l.numel);
+      at += 4 * l.numel;
+      r.push_back(std::move(e));
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// residuals: every worker's EF-SignSGD residuals (collect_residuals), nullptr for the other codecs.
+void save_checkpoint(const std::string& path, Net& model, torch::optim::Optimizer& opt, long step, const std::string& fp,
+                     const Residuals* residuals) {
   torch::serialize::OutputArchive ar;
   model.save(ar);
   torch::serialize::OutputArchive opt_ar;
@@ -301,12 +351,16 @@ void save_checkpoint(const std::string& path, Net& model, torch::optim::Optimize
   ar.write("fingerprint", c10::IValue(fp));
   std::ostringstream os;
   ar.save_to(os);
-  tg::write_file_atomic(path, seal_checkpoint(os.str(), manifest_of(model, step, fp)));
+  tg::write_file_atomic(path, seal_checkpoint(os.str(), manifest_of(model, step, fp, residuals ? residuals->size() : 0),
+                                              residuals));
 }
 
-long load_checkpoint(const std::string& path, Net& model, torch::optim::Optimizer& opt, const std::string& fp) {
-  long sealed_step = 0;  // footer, CRC32C and manifest checked before any weight is read
-  std::istringstream in(open_checkpoint(path, manifest_of(model, 0, fp), &sealed_step));
+// residual_workers > 0 (EF-SignSGD): the checkpoint must hold that many workers' residuals, returned in
+// *residuals; 0: it must hold none.
+long load_checkpoint(const std::string& path, Net& model, torch::optim::Optimizer& opt, const std::string& fp,
+                     std::size_t residual_workers, Residuals* residuals) {
+  long sealed_step = 0;  // footer, CRC32C, manifest and residual section checked before any weight is read
+  std::istringstream in(open_checkpoint(path, manifest_of(model, 0, fp, residual_workers), &sealed_step, residuals));
   torch::serialize::InputArchive ar;
   try {
     ar.load_from(in);
@@ -387,8 +441,6 @@ TrainResult run_training(const TrainConfig& c) {
   }
   if (c.weight_decay_in != "loss" && c.weight_decay_in != "update")
     throw std::invalid_argument("weight decay '" + c.weight_decay_in + "' is not one of: loss, update");
-  if (c.codec == "signsgd-ef" && !c.resume.empty())
-    throw std::invalid_argument("--resume with --codec signsgd-ef: the error-feedback residuals are not saved in checkpoints");
 
   Dataset data = load_data(c);
   check_shard_fits(data.train, static_cast<std::size_t>(c.batch / workers), static_cast<std::size_t>(c.batch));
@@ -433,7 +485,16 @@ TrainResult run_training(const TrainConfig& c) {
   if (c.epochs > 0) total = static_cast<long>(std::ceil(c.epochs * static_cast<double>(data.train.count) / c.batch));
   if (total < 1) throw std::invalid_argument("steps must be at least 1");
   long start = 0;
-  if (!c.resume.empty()) start = load_checkpoint(c.resume, *model, *optimizer, fp);
+  // EF-SignSGD: every worker's residual travels in the checkpoint (see collect_residuals); each rank of a
+  // multi-process run reads the same file and keeps its own.
+  const bool keeps_residuals = xo.codec == GradCodec::signsgd_ef;
+  const std::size_t residual_workers = keeps_residuals ? static_cast<std::size_t>(workers) : 0;
+  if (!c.resume.empty()) {
+    Residuals residuals;
+    start = load_checkpoint(c.resume, *model, *optimizer, fp, residual_workers, &residuals);
+    for (std::size_t w = 0; w < residuals.size(); ++w)
+      if (!distributed || static_cast<int>(w) == c.rank) exchange.set_residuals(w, std::move(residuals[w]));
+  }
   if (start > total)
     throw std::invalid_argument("checkpoint is at step " + std::to_string(start) + ", beyond the run's " + std::to_string(total));
 
@@ -604,8 +665,11 @@ TrainResult run_training(const TrainConfig& c) {
     long done = step + 1;
     bool eval_now = done == total || (c.eval_every > 0 && done % c.eval_every == 0);
     if (eval_now) do_eval(done);
-    if (!c.checkpoint.empty() && leader && (done == total || (c.checkpoint_every > 0 && done % c.checkpoint_every == 0)))
-      save_checkpoint(c.checkpoint, *model, *optimizer, done, fp);
+    if (!c.checkpoint.empty() && (done == total || (c.checkpoint_every > 0 && done % c.checkpoint_every == 0))) {
+      Residuals residuals;  // every rank takes part in gathering them; rank 0 writes
+      if (keeps_residuals) residuals = collect_residuals(exchange, workers, distributed ? transport.get() : nullptr);
+      if (leader) save_checkpoint(c.checkpoint, *model, *optimizer, done, fp, keeps_residuals ? &residuals : nullptr);
+    }
     if (eval_now && done != total) {
       long n = static_cast<long>(r.step_records.size());
       for (auto& l : r.layers) l.mean_sparsity /= static_cast<double>(n), l.mean_scalar /= static_cast<double>(n);

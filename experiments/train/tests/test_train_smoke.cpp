@@ -1,6 +1,6 @@
 // terngrad-bench: smoke test of LeNet training on a subset of Fashion-MNIST: float, TernGrad, QSGD and
-// EF-SignSGD with 2 simulated workers learn; a resumed run ends with the uninterrupted run's weights;
-// 2 c10d/Gloo ranks started by `terngrad launch` end with the simulation's weights for every codec
+// EF-SignSGD with 2 simulated workers learn; a resumed run ends with the uninterrupted run's weights
+// (TernGrad and EF-SignSGD, simulated and over 2 ranks); 2 c10d/Gloo ranks started by `terngrad launch` end with the simulation's weights for every codec
 // (float by allreduce and by allgather), and write the per-rank time split and the wire bytes; weight
 // decay in the loss reaches exactly the authors' tensors; AlexNet reads a tensor folder; --device cuda
 // runs or says why not.
@@ -83,27 +83,31 @@ TEST(TrainSmoke, EveryCodecLearnsLeNet) {
   }
 }
 
+// EF-SignSGD too: its checkpoint holds both workers' error-feedback residuals (without them the resumed
+// run's first step, from zero residuals, already differs: tg_train_core_test shows that on the exchange).
 TEST(TrainSmoke, ResumedRunEqualsUninterruptedRun) {
   if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   fs::path d = temp_dir("resume");
-  TrainConfig full = small_lenet("terngrad", 30);
-  auto a = tg::train::run_training(full);
+  for (const char* codec : {"terngrad", "signsgd-ef"}) {
+    TrainConfig full = small_lenet(codec, 30);
+    auto a = tg::train::run_training(full);
 
-  TrainConfig first = small_lenet("terngrad", 30);
-  first.steps = 15;
-  first.checkpoint = (d / "ckpt.pt").string();
-  tg::train::run_training(first);
-  TrainConfig second = small_lenet("terngrad", 30);
-  second.resume = (d / "ckpt.pt").string();
-  auto c = tg::train::run_training(second);
-  EXPECT_EQ(c.start_step, 15);
-  ASSERT_EQ(a.final_weights.size(), c.final_weights.size());
-  EXPECT_EQ(0, std::memcmp(a.final_weights.data(), c.final_weights.data(), 4 * a.final_weights.size()));
+    TrainConfig first = small_lenet(codec, 30);
+    first.steps = 15;
+    first.checkpoint = (d / "ckpt.pt").string();
+    tg::train::run_training(first);
+    TrainConfig second = small_lenet(codec, 30);
+    second.resume = (d / "ckpt.pt").string();
+    auto c = tg::train::run_training(second);
+    EXPECT_EQ(c.start_step, 15) << codec;
+    ASSERT_EQ(a.final_weights.size(), c.final_weights.size()) << codec;
+    EXPECT_EQ(0, std::memcmp(a.final_weights.data(), c.final_weights.data(), 4 * a.final_weights.size())) << codec;
 
-  // A checkpoint from other settings is refused with a message, not silently used.
-  TrainConfig other = small_lenet("float", 30);
-  other.resume = (d / "ckpt.pt").string();
-  EXPECT_THROW(tg::train::run_training(other), std::invalid_argument);
+    // A checkpoint from other settings is refused with a message, not silently used.
+    TrainConfig other = small_lenet("float", 30);
+    other.resume = (d / "ckpt.pt").string();
+    EXPECT_THROW(tg::train::run_training(other), std::invalid_argument) << codec;
+  }
   fs::remove_all(d.parent_path());
 }
 
@@ -155,38 +159,42 @@ TEST(TrainSmoke, TwoGlooRanksMatchTheSimulation) {
 
 // A 2-rank c10d/Gloo run stopped after 10 steps and resumed from rank 0's checkpoint for 10 more ends
 // with the weights of the uninterrupted 20-step simulation (which the test above ties to 2 ranks):
-// no completed step is lost or repeated across the restart of every rank.
+// no completed step is lost or repeated across the restart of every rank. EF-SignSGD: rank 0's
+// checkpoint holds both ranks' residuals (gathered at the checkpoint), and each rank takes its own back.
 TEST(TrainSmoke, TwoGlooRanksResumeFromRankZerosCheckpoint) {
   if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  fs::path d = temp_dir("gloo_resume");
-  TrainConfig c = small_lenet("terngrad", 20);
-  auto sim = tg::train::run_training(c);
-  std::string common = " --model lenet --codec terngrad --batch 64 --train-limit 8192 --test-limit 1000"
-                       " --eval-every 0 --seed 3 --timeout-s 60";
-  std::string launch = std::string("timeout 120 ") + TG_TERNGRAD_EXE + " launch --nproc 2 --grace-s 10 --";
-  std::string log = " > " + (d / "log.txt").string() + " 2>&1";
-  std::string ckpt = (d / "ckpt.pt").string();
-  std::string first = launch + common + " --steps 10 --checkpoint " + ckpt + " --out " + (d / "a").string() + log;
-  ASSERT_EQ(std::system(first.c_str()), 0) << first << "\n(see " << (d / "log.txt").string() << ")";
-  ASSERT_TRUE(fs::exists(ckpt)) << "rank 0 wrote no checkpoint";
-  std::string second = launch + common + " --steps 20 --resume " + ckpt + " --save-weights --out " +
-                       (d / "b").string() + log;
-  ASSERT_EQ(std::system(second.c_str()), 0) << second << "\n(see " << (d / "log.txt").string() << ")";
-  // The resumed run must really start at step 10 (a run that ignored --resume and trained 20 steps
-  // from scratch would reach the same weights, deterministic as it is).
-  int run_files = 0;
-  for (const auto& entry : fs::recursive_directory_iterator(d / "b")) {
-    if (entry.path().filename() != "run.json") continue;
-    std::ifstream in(entry.path());
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    EXPECT_NE(text.find("\"start_step\": 10"), std::string::npos) << entry.path();
-    ++run_files;
+  for (const std::string codec : {"terngrad", "signsgd-ef"}) {
+    fs::path d = temp_dir("gloo_resume") / codec;
+    fs::create_directories(d);
+    TrainConfig c = small_lenet(codec, 20);
+    auto sim = tg::train::run_training(c);
+    std::string common = " --model lenet --codec " + codec + " --batch 64 --train-limit 8192 --test-limit 1000"
+                         " --eval-every 0 --seed 3 --timeout-s 60";
+    std::string launch = std::string("timeout 120 ") + TG_TERNGRAD_EXE + " launch --nproc 2 --grace-s 10 --";
+    std::string log = " > " + (d / "log.txt").string() + " 2>&1";
+    std::string ckpt = (d / "ckpt.pt").string();
+    std::string first = launch + common + " --steps 10 --checkpoint " + ckpt + " --out " + (d / "a").string() + log;
+    ASSERT_EQ(std::system(first.c_str()), 0) << first << "\n(see " << (d / "log.txt").string() << ")";
+    ASSERT_TRUE(fs::exists(ckpt)) << "rank 0 wrote no checkpoint";
+    std::string second = launch + common + " --steps 20 --resume " + ckpt + " --save-weights --out " +
+                         (d / "b").string() + log;
+    ASSERT_EQ(std::system(second.c_str()), 0) << second << "\n(see " << (d / "log.txt").string() << ")";
+    // The resumed run must really start at step 10 (a run that ignored --resume and trained 20 steps
+    // from scratch would reach the same weights, deterministic as it is).
+    int run_files = 0;
+    for (const auto& entry : fs::recursive_directory_iterator(d / "b")) {
+      if (entry.path().filename() != "run.json") continue;
+      std::ifstream in(entry.path());
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      EXPECT_NE(text.find("\"start_step\": 10"), std::string::npos) << entry.path();
+      ++run_files;
+    }
+    EXPECT_GE(run_files, 1) << codec << ": the resumed run wrote no run.json";
+    auto w = tg::train::read_weights_file((d / "b" / "weights.f32").string());
+    ASSERT_EQ(w.size(), sim.final_weights.size()) << codec;
+    EXPECT_EQ(0, std::memcmp(w.data(), sim.final_weights.data(), 4 * w.size())) << codec;
   }
-  EXPECT_GE(run_files, 1) << "the resumed run wrote no run.json";
-  auto w = tg::train::read_weights_file((d / "b" / "weights.f32").string());
-  ASSERT_EQ(w.size(), sim.final_weights.size());
-  EXPECT_EQ(0, std::memcmp(w.data(), sim.final_weights.data(), 4 * w.size()));
-  fs::remove_all(d.parent_path());
+  fs::remove_all(temp_dir("gloo_resume").parent_path());
 }
 
 

@@ -112,6 +112,9 @@ class GradientExchange {
   WireBytes step_bytes(int workers) const;
   /// EF-SignSGD residual of (worker, tensor) (empty before the worker's first step).
   std::span<const float> residual(std::size_t worker, std::size_t t) const;
+  /// Sets worker's EF-SignSGD residuals (a resumed run): one per tensor, each of the tensor's size
+  /// (std::invalid_argument otherwise).
+  void set_residuals(std::size_t worker, std::vector<std::vector<float>> values);
 
   /// Simulation: grads[w][t] for every worker w; returns the averaged gradient of every tensor.
   /// Not const: EF-SignSGD keeps each worker's residual here between steps.
