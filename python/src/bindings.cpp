@@ -202,6 +202,21 @@ NB_MODULE(_core, m) {
                ", tensor=" + std::to_string(h.tensor) + ")";
       });
 
+  nb::class_<tg::TensorStats>(m, "TensorStats",
+                              "One worker's statistics of one tensor (tensor_stats): its scalar and clip bound.")
+      .def_ro("count", &tg::TensorStats::count, "elements of the tensor they describe")
+      .def_prop_ro("clip", [](const tg::TensorStats& t) { return std::string(tg::to_string(t.clip)); },
+                   "the clipping mode they were computed under")
+      .def_ro("c", &tg::TensorStats::c, "the clip factor they were computed under")
+      .def_ro("max_abs", &tg::TensorStats::max_abs, "max |g|")
+      .def_ro("bound", &tg::TensorStats::bound, "the clip bound c*sigma as float32 (inf for clip='none')")
+      .def_ro("scalar", &tg::TensorStats::scalar, "the tensor's own scalar min(max_abs, bound) (= tensor_scalar)")
+      .def("__repr__", [](const tg::TensorStats& t) {
+        return "TensorStats(count=" + std::to_string(t.count) + ", clip='" + tg::to_string(t.clip) +
+               "', scalar=" + std::string(nb::repr(nb::float_(t.scalar)).c_str()) +
+               ", bound=" + std::string(nb::repr(nb::float_(t.bound)).c_str()) + ")";
+      });
+
   nb::class_<PyDecoded>(m, "Decoded", "A decoded payload: values (float32, s * trit) and header.")
       .def_ro("values", &PyDecoded::values, "float32 array: scalar * trit, or the float32 body")
       .def_ro("header", &PyDecoded::header, "the validated header")
@@ -242,21 +257,27 @@ NB_MODULE(_core, m) {
       "encode_with_scalar",
       [](nb::handle g, float scalar, std::uint64_t seed, std::uint32_t worker, std::uint32_t tensor,
          std::uint32_t step, const std::string& clip, double c, const std::string& packing,
-         std::uint64_t float_below, const std::string& codec) {
+         std::uint64_t float_below, const std::string& codec, const tg::TensorStats* stats) {
         FloatView v = float_view(g, "g");
         tg::Params p = make_params(clip, c, packing, float_below);
         const tg::Codec& cd = codec_named(codec);
         std::vector<std::uint8_t> out;
         {
           nb::gil_scoped_release release;
-          out = tg::encode_with_scalar(cd, v.span, p, {seed, worker, tensor, step}, scalar);
+          out = stats ? tg::encode_with_scalar(cd, v.span, p, {seed, worker, tensor, step}, scalar, *stats)
+                      : tg::encode_with_scalar(cd, v.span, p, {seed, worker, tensor, step}, scalar);
         }
         return to_bytes(out);
       },
       "g"_a, "scalar"_a, "seed"_a = 0, "worker"_a = 0, "tensor"_a = 0, "step"_a = 0, "clip"_a = "none",
       "c"_a = 2.5, "packing"_a = "2bit", "float_below"_a = 0, "codec"_a = "optimized",
+      "stats"_a.none() = nb::none(),
       "Encode with an externally given scalar (the shared max over workers, see shared_scalar): the "
-      "worker's own clip bound still applies, then magnitudes above `scalar` saturate to it.");
+      "worker's own clip bound still applies, then magnitudes above `scalar` saturate to it.\n\n"
+      "stats: this worker's tensor_stats(g, clip=..., c=...) of the same g, if already computed (for its "
+      "scalar): the encode then reads g once instead of computing the statistics again. The same bytes; "
+      "g must not have changed since. CodecError(invalid_argument) if stats describe another size or "
+      "clipping rule.");
 
   m.def(
       "encode_layers",
@@ -401,10 +422,26 @@ NB_MODULE(_core, m) {
       [](nb::handle g, const std::string& clip, double c, std::uint32_t tensor, const std::string& codec) {
         FloatView v = float_view(g, "g");
         tg::Params p = make_params(clip, c, "2bit", 0);
-        return tg::tensor_scalar(codec_named(codec), v.span, p, tensor);
+        const tg::Codec& cd = codec_named(codec);
+        nb::gil_scoped_release release;
+        return tg::tensor_scalar(cd, v.span, p, tensor);
       },
       "g"_a, "clip"_a = "none", "c"_a = 2.5, "tensor"_a = 0, "codec"_a = "optimized",
       "The scalar s of one tensor under the clipping rule (max|g|, or min(max|g|, c*sigma) when clipping).");
+
+  m.def(
+      "tensor_stats",
+      [](nb::handle g, const std::string& clip, double c, std::uint32_t tensor, const std::string& codec) {
+        FloatView v = float_view(g, "g");
+        tg::Params p = make_params(clip, c, "2bit", 0);
+        const tg::Codec& cd = codec_named(codec);
+        nb::gil_scoped_release release;
+        return tg::tensor_stats(cd, v.span, p, tensor);
+      },
+      "g"_a, "clip"_a = "none", "c"_a = 2.5, "tensor"_a = 0, "codec"_a = "optimized",
+      "One worker's statistics of g under the clipping rule, in one pass: .scalar (= tensor_scalar, the "
+      "worker's contribution to the shared max) and .bound (its clip bound). Pass them to "
+      "encode_with_scalar(g, s, ..., stats=) to encode g without computing them again.");
 
   m.def(
       "clip_bound",
