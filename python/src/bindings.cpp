@@ -94,6 +94,13 @@ nb::bytes to_bytes(const std::vector<std::uint8_t>& v) {
   return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
 }
 
+// A payload as bytes (one copy), or as_array: a writable NumPy uint8 array that owns the encoder's
+// buffer (no copy), which torch.from_numpy wraps as it is.
+nb::object payload_object(std::vector<std::uint8_t>&& v, bool as_array) {
+  if (as_array) return nb::cast(to_numpy(std::move(v)));
+  return to_bytes(v);
+}
+
 // ---- codecs ----------------------------------------------------------------------------------
 
 // Codecs by the registry's names (tg::make_codec: reference, optimized, optimized-<isa>[-t<N>]), made
@@ -232,7 +239,7 @@ NB_MODULE(_core, m) {
       "encode",
       [](nb::handle g, std::uint64_t seed, std::uint32_t worker, std::uint32_t tensor, std::uint32_t step,
          const std::string& clip, double c, const std::string& packing, std::uint64_t float_below,
-         const std::string& codec) {
+         const std::string& codec, bool as_array) {
         FloatView v = float_view(g, "g");
         tg::Params p = make_params(clip, c, packing, float_below);
         const tg::Codec& cd = codec_named(codec);
@@ -241,23 +248,25 @@ NB_MODULE(_core, m) {
           nb::gil_scoped_release release;
           out = tg::encode(cd, v.span, p, {seed, worker, tensor, step});
         }
-        return to_bytes(out);
+        return payload_object(std::move(out), as_array);
       },
       "g"_a, "seed"_a = 0, "worker"_a = 0, "tensor"_a = 0, "step"_a = 0, "clip"_a = "none", "c"_a = 2.5,
-      "packing"_a = "2bit", "float_below"_a = 0, "codec"_a = "optimized",
+      "packing"_a = "2bit", "float_below"_a = 0, "codec"_a = "optimized", "as_array"_a = false,
       (std::string("Encode one tensor (float32 array, any shape, read flat) into a self-describing payload "
                    "(bytes).\n\nclip: 'none' (s = max|g|), 'clip' (clamp to c*sigma, paper Eq. 7) or "
                    "'saturate' (same bytes as clip). packing: '2bit' or 'base3'. Tensors with fewer than "
                    "float_below elements travel as float32. ") +
-       kKeyDoc + " codec: 'optimized', 'reference' or 'portable'.\nRaises TypeError for a non-float32 "
-                 "input, NonFiniteError (a ValueError) for NaN/Inf, CodecError for bad options.")
+       kKeyDoc + " codec: 'optimized', 'reference' or 'portable'. as_array: return the payload as a "
+                 "writable NumPy uint8 array that owns it (no copy into bytes; torch.from_numpy takes it "
+                 "as is).\nRaises TypeError for a non-float32 input, NonFiniteError (a ValueError) for "
+                 "NaN/Inf, CodecError for bad options.")
           .c_str());
 
   m.def(
       "encode_with_scalar",
       [](nb::handle g, float scalar, std::uint64_t seed, std::uint32_t worker, std::uint32_t tensor,
          std::uint32_t step, const std::string& clip, double c, const std::string& packing,
-         std::uint64_t float_below, const std::string& codec, const tg::TensorStats* stats) {
+         std::uint64_t float_below, const std::string& codec, const tg::TensorStats* stats, bool as_array) {
         FloatView v = float_view(g, "g");
         tg::Params p = make_params(clip, c, packing, float_below);
         const tg::Codec& cd = codec_named(codec);
@@ -267,17 +276,17 @@ NB_MODULE(_core, m) {
           out = stats ? tg::encode_with_scalar(cd, v.span, p, {seed, worker, tensor, step}, scalar, *stats)
                       : tg::encode_with_scalar(cd, v.span, p, {seed, worker, tensor, step}, scalar);
         }
-        return to_bytes(out);
+        return payload_object(std::move(out), as_array);
       },
       "g"_a, "scalar"_a, "seed"_a = 0, "worker"_a = 0, "tensor"_a = 0, "step"_a = 0, "clip"_a = "none",
       "c"_a = 2.5, "packing"_a = "2bit", "float_below"_a = 0, "codec"_a = "optimized",
-      "stats"_a.none() = nb::none(),
+      "stats"_a.none() = nb::none(), "as_array"_a = false,
       "Encode with an externally given scalar (the shared max over workers, see shared_scalar): the "
       "worker's own clip bound still applies, then magnitudes above `scalar` saturate to it.\n\n"
       "stats: this worker's tensor_stats(g, clip=..., c=...) of the same g, if already computed (for its "
       "scalar): the encode then reads g once instead of computing the statistics again. The same bytes; "
       "g must not have changed since. CodecError(invalid_argument) if stats describe another size or "
-      "clipping rule.");
+      "clipping rule. as_array: as in encode.");
 
   m.def(
       "encode_layers",

@@ -144,6 +144,11 @@ def test_tensor_stats_and_encode_with_them_give_the_same_bytes():
                 s = 1.5 * st.scalar
                 assert tg.encode_with_scalar(g, s, stats=st, **kw) == tg.encode_with_scalar(g, s, **kw)
                 assert tg.encode_with_scalar(g, s, stats=None, **kw) == tg.encode_with_scalar(g, s, **kw)
+                a = tg.encode_with_scalar(g, s, stats=st, as_array=True, **kw)
+                assert a.dtype == np.uint8 and a.ndim == 1 and a.flags.writeable
+                assert a.tobytes() == tg.encode_with_scalar(g, s, **kw)
+    a = tg.encode(g, seed=2, clip="clip", as_array=True)
+    assert isinstance(a, np.ndarray) and a.tobytes() == tg.encode(g, seed=2, clip="clip")
     st = tg.tensor_stats(g, clip="clip")
     for bad, kw in ((g[:-1], {"clip": "clip"}), (g, {"clip": "none"}), (g, {"clip": "clip", "c": 3.0})):
         with pytest.raises(tg.CodecError, match="tensor_stats") as e:
