@@ -82,7 +82,7 @@ def bench_size(n, threads, repeats, draws):
         s = tt.tensor_scalar(g, clip="clip", c=2.5, codec=codec)
         return tt.encode_with_scalar(g, s, clip="clip", c=2.5, packing="2bit", step=1, codec=codec)
 
-    if tg_encode() != tg_encode_recompute():
+    if bytes(tg_encode()) != tg_encode_recompute():
         raise SystemExit("the hook's encode and tensor_scalar + encode_with_scalar gave different bytes")
     s = max(tt.tensor_scalar(g, clip="clip", codec=codec), tt.tensor_scalar(g2, clip="clip", codec=codec))
     ps = [tt.encode_with_scalar(x, s, clip="clip", worker=w, codec=codec) for w, x in enumerate((g, g2))]
