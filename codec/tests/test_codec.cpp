@@ -188,6 +188,51 @@ TEST(Codec, ClippingScalarIsCSigma) {
   EXPECT_EQ(tg::tensor_scalar(tg::reference_codec(), g, p, 0), 100.0f);
 }
 
+// encode_with_scalar with the worker's tensor_stats: the same bytes as without (float32 tensors below
+// float_below included), and statistics of another tensor size, clipping mode or c are refused.
+TEST(Codec, EncodeWithScalarReusesTensorStats) {
+  auto g = tg::test::gaussian(5000, 21);
+  for (const auto& entry : tg::cpu_codecs(2)) {
+    for (const auto& p : all_params()) {
+      tg::TensorStats st = tg::tensor_stats(*entry.codec, g, p, 3);
+      EXPECT_EQ(st.scalar, tg::tensor_scalar(tg::reference_codec(), g, p, 3)) << entry.name;
+      for (std::uint64_t float_below : {std::uint64_t{0}, std::uint64_t{6000}}) {
+        tg::Params q = p;
+        q.float_below = float_below;
+        tg::StreamKey key{7, 1, 3, 2};
+        EXPECT_EQ(tg::encode_with_scalar(*entry.codec, g, q, key, 2.0f * st.scalar, st),
+                  tg::encode_with_scalar(tg::reference_codec(), g, q, key, 2.0f * st.scalar))
+            << entry.name << " clip=" << tg::to_string(p.clip) << " float_below=" << float_below;
+      }
+    }
+  }
+  tg::Params clip;
+  clip.clip = tg::ClipMode::clip;
+  const tg::Codec& ref = tg::reference_codec();
+  tg::TensorStats st = tg::tensor_stats(ref, g, clip, 0);
+  auto expect_refused = [&](std::span<const float> x, const tg::Params& p, float s, const char* what) {
+    try {
+      tg::encode_with_scalar(ref, x, p, {}, s, st);
+      ADD_FAILURE() << what << ": accepted";
+    } catch (const tg::Error& e) {
+      EXPECT_EQ(e.code(), tg::ErrorCode::invalid_argument) << what;
+      EXPECT_NE(std::string(e.what()).find("tensor_stats"), std::string::npos) << what << ": " << e.what();
+    }
+  };
+  expect_refused(std::span<const float>(g).first(4999), clip, st.scalar, "another size");
+  tg::Params other = clip;
+  other.clip = tg::ClipMode::none;
+  expect_refused(g, other, st.scalar, "another clipping mode");
+  other = clip;
+  other.c = 3.0;
+  expect_refused(g, other, st.scalar, "another c");
+  EXPECT_THROW(tg::encode_with_scalar(ref, g, clip, {}, -1.0f, st), tg::Error);
+  // saturate and clip give the same bytes, but statistics name their mode: refused too.
+  other = clip;
+  other.clip = tg::ClipMode::saturate;
+  expect_refused(g, other, st.scalar, "saturate for clip");
+}
+
 TEST(Codec, SharedScalarAndExactAggregation) {
   const int workers = 5;
   std::vector<std::vector<float>> grads;

@@ -6,7 +6,7 @@
 //    another thread's part;
 //  * the fused clipping statistics (clip bound pinned from shifted sums, canonical sigma pass
 //    otherwise): a large offset (bound not pinned: the fallback), tiny and zero variance, huge dynamic
-//    range.
+//    range; the same statistics through tensor_stats, and encode_with_scalar with them.
 // Each codec is made with a small per-thread minimum so that 1, 2 and 3 parts all run at these sizes,
 // and takes the single pass at every size.
 #include <gtest/gtest.h>
@@ -101,6 +101,43 @@ TEST(FewerPassEncode, SameBytesAsReferenceAtAdversarialInputs) {
   }
 }
 
+// tensor_stats (Codec::clip_stats: the fused one-pass statistics on the optimized codec) gives the
+// reference's max |g|, clip bound and scalar at the same adversarial inputs, and encode_with_scalar
+// with those statistics gives the reference's encode_with_scalar bytes, for a shared scalar equal to the
+// worker's own and above it (a larger worker's), at 1 and 3 threads.
+TEST(FewerPassEncode, TensorStatsAndEncodeWithThemMatchReference) {
+  const tg::Codec& ref = tg::reference_codec();
+  const tg::StreamKey key{0x0badc0ffee0ddf00ull, 1, 4, 9};
+  for (const Case& c : cases())
+    for (auto clip : {tg::ClipMode::none, tg::ClipMode::clip, tg::ClipMode::saturate})
+      for (double cf : {2.5, 0.5}) {
+        tg::Params p;
+        p.clip = clip;
+        p.c = cf;
+        const float want_max = ref.max_abs(c.g, 0);
+        const float want_bound = tg::clip_bound(ref, c.g, p);
+        const float want_scalar = tg::tensor_scalar(ref, c.g, p, 4);
+        for (float shared : {want_scalar, want_scalar * 1.75f + 1e-30f}) {
+          auto want = tg::encode_with_scalar(ref, c.g, p, key, shared);
+          for (const auto& set : tg::cpu::compiled_kernel_sets()) {
+            if (!set.cpu_runs()) continue;
+            for (unsigned threads : {1u, 3u}) {
+              auto codec = tg::cpu::make_optimized_codec_with(threads, set.kernels(), 20480, 0);
+              const std::string at = std::string(set.name) + " threads=" + std::to_string(threads) + " " + c.name +
+                                     " clip=" + tg::to_string(clip) + " c=" + std::to_string(cf);
+              tg::TensorStats st = tg::tensor_stats(*codec, c.g, p, 4);
+              ASSERT_EQ(st.count, c.g.size()) << at;
+              ASSERT_EQ(st.max_abs, want_max) << at;
+              ASSERT_EQ(st.bound, want_bound) << at;
+              ASSERT_EQ(st.scalar, want_scalar) << at;
+              ASSERT_EQ(tg::tensor_scalar(*codec, c.g, p, 4), want_scalar) << at;
+              ASSERT_EQ(tg::encode_with_scalar(*codec, c.g, p, key, shared, st), want) << at << " shared=" << shared;
+            }
+          }
+        }
+      }
+}
+
 // Many streams over one gaussian tensor: the candidates each stream drops differ, so the re-check's
 // walk over the codes meets drops in every position of its 32-code words and across its batches.
 TEST(FewerPassEncode, SameBytesAsReferenceOverManySteps) {
@@ -132,6 +169,13 @@ TEST(FewerPassEncode, NonFiniteNamesTheFirstBadIndex) {
       try {
         tg::encode(*codec, g, p, {1, 0, 9, 0});
         ADD_FAILURE() << set.name << ": no error";
+      } catch (const tg::NonFiniteError& e) {
+        EXPECT_EQ(e.index(), 30007u) << set.name;
+        EXPECT_EQ(e.tensor(), 9u) << set.name;
+      }
+      try {
+        tg::tensor_stats(*codec, g, p, 9);
+        ADD_FAILURE() << set.name << ": tensor_stats gave no error";
       } catch (const tg::NonFiniteError& e) {
         EXPECT_EQ(e.index(), 30007u) << set.name;
         EXPECT_EQ(e.tensor(), 9u) << set.name;

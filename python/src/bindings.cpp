@@ -94,6 +94,13 @@ nb::bytes to_bytes(const std::vector<std::uint8_t>& v) {
   return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
 }
 
+// A payload as bytes (one copy), or as_array: a writable NumPy uint8 array that owns the encoder's
+// buffer (no copy), which torch.from_numpy wraps as it is.
+nb::object payload_object(std::vector<std::uint8_t>&& v, bool as_array) {
+  if (as_array) return nb::cast(to_numpy(std::move(v)));
+  return to_bytes(v);
+}
+
 // ---- codecs ----------------------------------------------------------------------------------
 
 // Codecs by the registry's names (tg::make_codec: reference, optimized, optimized-<isa>[-t<N>]), made
@@ -202,6 +209,21 @@ NB_MODULE(_core, m) {
                ", tensor=" + std::to_string(h.tensor) + ")";
       });
 
+  nb::class_<tg::TensorStats>(m, "TensorStats",
+                              "One worker's statistics of one tensor (tensor_stats): its scalar and clip bound.")
+      .def_ro("count", &tg::TensorStats::count, "elements of the tensor they describe")
+      .def_prop_ro("clip", [](const tg::TensorStats& t) { return std::string(tg::to_string(t.clip)); },
+                   "the clipping mode they were computed under")
+      .def_ro("c", &tg::TensorStats::c, "the clip factor they were computed under")
+      .def_ro("max_abs", &tg::TensorStats::max_abs, "max |g|")
+      .def_ro("bound", &tg::TensorStats::bound, "the clip bound c*sigma as float32 (inf for clip='none')")
+      .def_ro("scalar", &tg::TensorStats::scalar, "the tensor's own scalar min(max_abs, bound) (= tensor_scalar)")
+      .def("__repr__", [](const tg::TensorStats& t) {
+        return "TensorStats(count=" + std::to_string(t.count) + ", clip='" + tg::to_string(t.clip) +
+               "', scalar=" + std::string(nb::repr(nb::float_(t.scalar)).c_str()) +
+               ", bound=" + std::string(nb::repr(nb::float_(t.bound)).c_str()) + ")";
+      });
+
   nb::class_<PyDecoded>(m, "Decoded", "A decoded payload: values (float32, s * trit) and header.")
       .def_ro("values", &PyDecoded::values, "float32 array: scalar * trit, or the float32 body")
       .def_ro("header", &PyDecoded::header, "the validated header")
@@ -217,7 +239,7 @@ NB_MODULE(_core, m) {
       "encode",
       [](nb::handle g, std::uint64_t seed, std::uint32_t worker, std::uint32_t tensor, std::uint32_t step,
          const std::string& clip, double c, const std::string& packing, std::uint64_t float_below,
-         const std::string& codec) {
+         const std::string& codec, bool as_array) {
         FloatView v = float_view(g, "g");
         tg::Params p = make_params(clip, c, packing, float_below);
         const tg::Codec& cd = codec_named(codec);
@@ -226,37 +248,45 @@ NB_MODULE(_core, m) {
           nb::gil_scoped_release release;
           out = tg::encode(cd, v.span, p, {seed, worker, tensor, step});
         }
-        return to_bytes(out);
+        return payload_object(std::move(out), as_array);
       },
       "g"_a, "seed"_a = 0, "worker"_a = 0, "tensor"_a = 0, "step"_a = 0, "clip"_a = "none", "c"_a = 2.5,
-      "packing"_a = "2bit", "float_below"_a = 0, "codec"_a = "optimized",
+      "packing"_a = "2bit", "float_below"_a = 0, "codec"_a = "optimized", "as_array"_a = false,
       (std::string("Encode one tensor (float32 array, any shape, read flat) into a self-describing payload "
                    "(bytes).\n\nclip: 'none' (s = max|g|), 'clip' (clamp to c*sigma, paper Eq. 7) or "
                    "'saturate' (same bytes as clip). packing: '2bit' or 'base3'. Tensors with fewer than "
                    "float_below elements travel as float32. ") +
-       kKeyDoc + " codec: 'optimized', 'reference' or 'portable'.\nRaises TypeError for a non-float32 "
-                 "input, NonFiniteError (a ValueError) for NaN/Inf, CodecError for bad options.")
+       kKeyDoc + " codec: 'optimized', 'reference' or 'portable'. as_array: return the payload as a "
+                 "writable NumPy uint8 array that owns it (no copy into bytes; torch.from_numpy takes it "
+                 "as is).\nRaises TypeError for a non-float32 input, NonFiniteError (a ValueError) for "
+                 "NaN/Inf, CodecError for bad options.")
           .c_str());
 
   m.def(
       "encode_with_scalar",
       [](nb::handle g, float scalar, std::uint64_t seed, std::uint32_t worker, std::uint32_t tensor,
          std::uint32_t step, const std::string& clip, double c, const std::string& packing,
-         std::uint64_t float_below, const std::string& codec) {
+         std::uint64_t float_below, const std::string& codec, const tg::TensorStats* stats, bool as_array) {
         FloatView v = float_view(g, "g");
         tg::Params p = make_params(clip, c, packing, float_below);
         const tg::Codec& cd = codec_named(codec);
         std::vector<std::uint8_t> out;
         {
           nb::gil_scoped_release release;
-          out = tg::encode_with_scalar(cd, v.span, p, {seed, worker, tensor, step}, scalar);
+          out = stats ? tg::encode_with_scalar(cd, v.span, p, {seed, worker, tensor, step}, scalar, *stats)
+                      : tg::encode_with_scalar(cd, v.span, p, {seed, worker, tensor, step}, scalar);
         }
-        return to_bytes(out);
+        return payload_object(std::move(out), as_array);
       },
       "g"_a, "scalar"_a, "seed"_a = 0, "worker"_a = 0, "tensor"_a = 0, "step"_a = 0, "clip"_a = "none",
       "c"_a = 2.5, "packing"_a = "2bit", "float_below"_a = 0, "codec"_a = "optimized",
+      "stats"_a.none() = nb::none(), "as_array"_a = false,
       "Encode with an externally given scalar (the shared max over workers, see shared_scalar): the "
-      "worker's own clip bound still applies, then magnitudes above `scalar` saturate to it.");
+      "worker's own clip bound still applies, then magnitudes above `scalar` saturate to it.\n\n"
+      "stats: this worker's tensor_stats(g, clip=..., c=...) of the same g, if already computed (for its "
+      "scalar): the encode then reads g once instead of computing the statistics again. The same bytes; "
+      "g must not have changed since. CodecError(invalid_argument) if stats describe another size or "
+      "clipping rule. as_array: as in encode.");
 
   m.def(
       "encode_layers",
@@ -401,10 +431,26 @@ NB_MODULE(_core, m) {
       [](nb::handle g, const std::string& clip, double c, std::uint32_t tensor, const std::string& codec) {
         FloatView v = float_view(g, "g");
         tg::Params p = make_params(clip, c, "2bit", 0);
-        return tg::tensor_scalar(codec_named(codec), v.span, p, tensor);
+        const tg::Codec& cd = codec_named(codec);
+        nb::gil_scoped_release release;
+        return tg::tensor_scalar(cd, v.span, p, tensor);
       },
       "g"_a, "clip"_a = "none", "c"_a = 2.5, "tensor"_a = 0, "codec"_a = "optimized",
       "The scalar s of one tensor under the clipping rule (max|g|, or min(max|g|, c*sigma) when clipping).");
+
+  m.def(
+      "tensor_stats",
+      [](nb::handle g, const std::string& clip, double c, std::uint32_t tensor, const std::string& codec) {
+        FloatView v = float_view(g, "g");
+        tg::Params p = make_params(clip, c, "2bit", 0);
+        const tg::Codec& cd = codec_named(codec);
+        nb::gil_scoped_release release;
+        return tg::tensor_stats(cd, v.span, p, tensor);
+      },
+      "g"_a, "clip"_a = "none", "c"_a = 2.5, "tensor"_a = 0, "codec"_a = "optimized",
+      "One worker's statistics of g under the clipping rule, in one pass: .scalar (= tensor_scalar, the "
+      "worker's contribution to the shared max) and .bound (its clip bound). Pass them to "
+      "encode_with_scalar(g, s, ..., stats=) to encode g without computing them again.");
 
   m.def(
       "clip_bound",

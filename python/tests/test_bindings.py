@@ -127,6 +127,42 @@ def test_shared_scalar_and_exact_aggregation():
         tg.encode_with_scalar(grads[0], float("nan"))
 
 
+def test_tensor_stats_and_encode_with_them_give_the_same_bytes():
+    rng = np.random.default_rng(12)
+    g = (rng.standard_t(3, 30011) * 1e-3).astype(np.float32)
+    for clip, c in (("none", 2.5), ("clip", 2.5), ("saturate", 0.5)):
+        for codec in ("reference", "optimized", "optimized-t1"):
+            st = tg.tensor_stats(g, clip=clip, c=c, tensor=5, codec=codec)
+            assert isinstance(st, tg.TensorStats) and st.count == g.size and st.clip == clip and st.c == c
+            assert st.scalar == tg.tensor_scalar(g, clip=clip, c=c, codec="reference")
+            assert st.bound == tg.clip_bound(g, clip=clip, c=c, codec="reference")
+            assert st.max_abs == np.float32(np.max(np.abs(g)))
+            assert "TensorStats(count=30011" in repr(st)
+            for packing, float_below in (("2bit", 0), ("base3", 0), ("2bit", 40000)):
+                kw = dict(seed=3, worker=1, tensor=5, step=8, clip=clip, c=c, packing=packing,
+                          float_below=float_below, codec=codec)
+                s = 1.5 * st.scalar
+                assert tg.encode_with_scalar(g, s, stats=st, **kw) == tg.encode_with_scalar(g, s, **kw)
+                assert tg.encode_with_scalar(g, s, stats=None, **kw) == tg.encode_with_scalar(g, s, **kw)
+                a = tg.encode_with_scalar(g, s, stats=st, as_array=True, **kw)
+                assert a.dtype == np.uint8 and a.ndim == 1 and a.flags.writeable
+                assert a.tobytes() == tg.encode_with_scalar(g, s, **kw)
+    a = tg.encode(g, seed=2, clip="clip", as_array=True)
+    assert isinstance(a, np.ndarray) and a.tobytes() == tg.encode(g, seed=2, clip="clip")
+    st = tg.tensor_stats(g, clip="clip")
+    for bad, kw in ((g[:-1], {"clip": "clip"}), (g, {"clip": "none"}), (g, {"clip": "clip", "c": 3.0})):
+        with pytest.raises(tg.CodecError, match="tensor_stats") as e:
+            tg.encode_with_scalar(bad, st.scalar, stats=st, **kw)
+        assert e.value.code == "invalid_argument"
+    with pytest.raises(TypeError):
+        tg.encode_with_scalar(g, st.scalar, clip="clip", stats=1.0)
+    bad = g.copy()
+    bad[17] = np.nan
+    with pytest.raises(tg.NonFiniteError) as e:
+        tg.tensor_stats(bad, clip="clip", tensor=4)
+    assert e.value.index == 17 and e.value.tensor == 4
+
+
 def test_ternarize_steps_rows_are_single_steps():
     g = np.linspace(-1, 1, 101, dtype=np.float32)
     s, many = tg.ternarize_steps(g, 5, first_step=10, seed=3, worker=2, clip="clip", c=1.5)

@@ -71,6 +71,10 @@ def test_encode_decode_aggregate_equal_the_numpy_bindings():
         assert np.array_equal(values.numpy(), tg.decode(p).values)
     s = max(tt.tensor_scalar(g), tt.tensor_scalar(2 * g))
     ps = [tt.encode_with_scalar(x, s, worker=w) for w, x in enumerate((g, 2 * g))]
+    st = tt.tensor_stats(g, clip="clip", c=2.0)
+    assert st.scalar == tt.tensor_scalar(g, clip="clip", c=2.0)
+    assert tt.encode_with_scalar(g, 3 * st.scalar, clip="clip", c=2.0, stats=st) == \
+        tg.encode_with_scalar(g.numpy(), 3 * st.scalar, clip="clip", c=2.0)
     mean, sums, scalar = tt.aggregate(ps)
     ref = tg.aggregate(ps)
     assert np.array_equal(mean.numpy(), ref.mean) and np.array_equal(sums.numpy(), ref.sums) and scalar == s

@@ -43,6 +43,13 @@ struct Params {
 /// Throws tg::Error(invalid_argument) if c is not finite and positive or the packing is float32.
 void validate(const Params& params);
 
+/// What the scalar rule needs of one tensor under a clipping mode: max |g| and the clip bound
+/// float(c * sigma) of the canonical sigma (+inf for ClipMode::none).
+struct ClipStats {
+  float max_abs = 0.0f;
+  float bound = 0.0f;
+};
+
 /// One implementation of the per-tensor kernels. All implementations give identical results.
 class Codec {
  public:
@@ -53,6 +60,10 @@ class Codec {
   virtual float max_abs(std::span<const float> g, std::uint32_t tensor) const = 0;
   /// Mean and population sigma in the canonical order of tg/reduce.hpp (input already checked finite).
   virtual Moments moments(std::span<const float> g) const = 0;
+  /// max_abs (NonFiniteError naming `tensor`) and the clip bound under params.clip and params.c, the
+  /// same bits as max_abs followed by moments. The default runs those two; the optimized codec finds
+  /// both in one pass over g when it can prove the bound equal (and runs the sigma pass when not).
+  virtual ClipStats clip_stats(std::span<const float> g, const Params& params, std::uint32_t tensor) const;
   /// trits[k] = ternarize_element(g[k], rule, u_k(key)); trits.size() == g.size().
   virtual void ternarize(std::span<const float> g, const ScalarRule& rule, const StreamKey& key,
                          std::span<std::int8_t> trits) const = 0;
@@ -120,6 +131,22 @@ float tensor_scalar(const Codec& codec, std::span<const float> g, const Params& 
 /// The shared scalar: max over workers of their tensor_scalar (one max-allreduce in a real run).
 float shared_scalar(std::span<const float> worker_scalars);
 
+/// One worker's statistics of one tensor, computed once (Codec::clip_stats): its scalar (what
+/// tensor_scalar returns, the worker's contribution to the shared max) and its clip bound, which
+/// encode_with_scalar(..., own) then uses instead of computing it again. count, clip and c record
+/// what they describe: encode_with_scalar refuses statistics of another size or clipping rule.
+struct TensorStats {
+  std::uint64_t count = 0;
+  ClipMode clip = ClipMode::none;
+  double c = 2.5;
+  float max_abs = 0.0f;
+  float bound = 0.0f;   // c * sigma as float; +inf for ClipMode::none
+  float scalar = 0.0f;  // min(max_abs, bound)
+};
+/// The statistics of g under params (checks g finite; throws NonFiniteError naming `tensor`).
+TensorStats tensor_stats(const Codec& codec, std::span<const float> g, const Params& params,
+                         std::uint32_t tensor);
+
 // ---- payloads --------------------------------------------------------------------------------
 
 /// Ternarize g with its own scalar into trits (no packing); returns the scalar.
@@ -136,6 +163,12 @@ std::vector<std::uint8_t> encode(const Codec& codec, std::span<const float> g, c
 std::vector<std::uint8_t> encode_with_scalar(const Codec& codec, std::span<const float> g,
                                              const Params& params, const StreamKey& key,
                                              float scalar);
+/// The same bytes, with the worker's own statistics of g already computed by tensor_stats (same g,
+/// same params): one pass over g (the body) instead of the statistics pass and the body. g must not
+/// have changed since; tg::Error(invalid_argument) if `own` records another size or clipping rule.
+std::vector<std::uint8_t> encode_with_scalar(const Codec& codec, std::span<const float> g,
+                                             const Params& params, const StreamKey& key,
+                                             float scalar, const TensorStats& own);
 
 /// Layer-wise encode: tensor i gets its own scalar and tensor id key.tensor + i.
 std::vector<std::vector<std::uint8_t>> encode_layers(const Codec& codec,

@@ -53,20 +53,37 @@ float clip_bound_checked(const Codec& codec, std::span<const float> g, const Par
 }
 }  // namespace
 
+ClipStats Codec::clip_stats(std::span<const float> g, const Params& params, std::uint32_t tensor) const {
+  ClipStats st;
+  st.max_abs = max_abs(g, tensor);
+  st.bound = clip_bound_checked(*this, g, params);
+  return st;
+}
+
 float clip_bound(const Codec& codec, std::span<const float> g, const Params& params) {
   validate(params);
   check_size(g.size());
-  codec.max_abs(g, 0);
-  return clip_bound_checked(codec, g, params);
+  return codec.clip_stats(g, params, 0).bound;
+}
+
+TensorStats tensor_stats(const Codec& codec, std::span<const float> g, const Params& params,
+                         std::uint32_t tensor) {
+  validate(params);
+  check_size(g.size());
+  ClipStats st = codec.clip_stats(g, params, tensor);
+  TensorStats t;
+  t.count = g.size();
+  t.clip = params.clip;
+  t.c = params.c;
+  t.max_abs = st.max_abs;
+  t.bound = st.bound;
+  t.scalar = std::min(st.max_abs, st.bound);  // clip: max|clamp(g)|; saturate: min(c sigma, max|g|)
+  return t;
 }
 
 ScalarRule own_rule(const Codec& codec, std::span<const float> g, const Params& params,
                     std::uint32_t tensor) {
-  validate(params);
-  check_size(g.size());
-  float m = codec.max_abs(g, tensor);
-  float bound = clip_bound_checked(codec, g, params);
-  float s = std::min(m, bound);  // clip: max|clamp(g)|; saturate: min(c sigma, max|g|)
+  float s = tensor_stats(codec, g, params, tensor).scalar;
   return make_rule(s, s);
 }
 
@@ -122,6 +139,12 @@ std::vector<std::uint8_t> encode_ternary(const Codec& codec, std::span<const flo
 }
 
 bool travels_as_float(const Params& params, std::size_t n) { return n < params.float_below; }
+
+void check_shared_scalar(float scalar) {
+  if (!std::isfinite(scalar) || scalar < 0.0f)
+    throw Error(ErrorCode::invalid_argument,
+                "shared scalar " + std::to_string(scalar) + " is not a finite nonnegative number");
+}
 }  // namespace
 
 std::vector<std::uint8_t> encode(const Codec& codec, std::span<const float> g, const Params& params,
@@ -140,9 +163,7 @@ std::vector<std::uint8_t> encode_with_scalar(const Codec& codec, std::span<const
                                              const Params& params, const StreamKey& key,
                                              float scalar) {
   validate(params);
-  if (!std::isfinite(scalar) || scalar < 0.0f)
-    throw Error(ErrorCode::invalid_argument,
-                "shared scalar " + std::to_string(scalar) + " is not a finite nonnegative number");
+  check_shared_scalar(scalar);
   check_size(g.size());
   if (travels_as_float(params, g.size())) {
     codec.max_abs(g, key.tensor);
@@ -151,10 +172,34 @@ std::vector<std::uint8_t> encode_with_scalar(const Codec& codec, std::span<const
   return encode_ternary(codec, g, params, key, &scalar);
 }
 
+std::vector<std::uint8_t> encode_with_scalar(const Codec& codec, std::span<const float> g,
+                                             const Params& params, const StreamKey& key,
+                                             float scalar, const TensorStats& own) {
+  validate(params);
+  check_shared_scalar(scalar);
+  check_size(g.size());
+  if (own.count != g.size() || own.clip != params.clip || (params.clip != ClipMode::none && own.c != params.c))
+    throw Error(ErrorCode::invalid_argument,
+                "tensor statistics of " + std::to_string(own.count) + " elements (clip " + to_string(own.clip) +
+                    ", c " + std::to_string(own.c) + ") do not describe this tensor of " + std::to_string(g.size()) +
+                    " elements (clip " + to_string(params.clip) + ", c " + std::to_string(params.c) +
+                    "): compute them with tensor_stats on the same tensor and parameters");
+  if (travels_as_float(params, g.size())) return encode_float(g, key.tensor);  // finite: tensor_stats checked
+  // The rule of Codec::encode_tensor with a shared scalar: the given scalar, this worker's own bound.
+  std::uint64_t nbody = body_bytes(params.packing, g.size());
+  std::vector<std::uint8_t> out(kHeaderBytes + nbody);
+  std::span<std::uint8_t> body(out.data() + kHeaderBytes, nbody);
+  ScalarRule rule = make_rule(scalar, own.bound);
+  codec.encode_body(g, rule, key, params.packing, body);
+  Header h{params.packing, g.size(), rule.scalar, key.tensor, crc32c(body)};
+  write_header(h, out);
+  return out;
+}
+
 ScalarRule Codec::encode_tensor(std::span<const float> g, const Params& params, const StreamKey& key,
                                 const float* shared_scalar, std::span<std::uint8_t> body) const {
-  float m = max_abs(g, key.tensor);
-  float bound = clip_bound_checked(*this, g, params);
+  ClipStats st = clip_stats(g, params, key.tensor);
+  float m = st.max_abs, bound = st.bound;
   // own scalar: clip: max|clamp(g)|; saturate: min(c sigma, max|g|). Shared: the given scalar, with
   // magnitudes above this worker's own bound clamped to it.
   ScalarRule rule = shared_scalar ? make_rule(*shared_scalar, bound) : make_rule(std::min(m, bound), std::min(m, bound));

@@ -145,11 +145,20 @@ class OptimizedCodec final : public Codec {
       return Codec::encode_tensor(g, params, key, shared_scalar, body);
     }
     if (!kernels_->chunk_stats) return Codec::encode_tensor(g, params, key, shared_scalar, body);
-    float m = 0.0f;
-    float bound = fused_clip_bound(g, params.c, key.tensor, &m);
+    ClipStats st = clip_stats(g, params, key.tensor);
+    const float m = st.max_abs, bound = st.bound;
     ScalarRule rule = shared_scalar ? make_rule(*shared_scalar, bound) : make_rule(std::min(m, bound), std::min(m, bound));
     encode_body(g, rule, key, params.packing, body);
     return rule;
+  }
+
+  // Clipping: max |g|, the canonical mean and the shifted sums in one pass (fused_clip_bound), the
+  // canonical sigma pass only when they do not pin the bound. Otherwise the default (max_abs alone).
+  ClipStats clip_stats(std::span<const float> g, const Params& params, std::uint32_t tensor) const override {
+    if (g.empty() || params.clip == ClipMode::none || !kernels_->chunk_stats) return Codec::clip_stats(g, params, tensor);
+    ClipStats st;
+    st.bound = fused_clip_bound(g, params.c, tensor, &st.max_abs);
+    return st;
   }
 
   std::string name() const override {

@@ -22,6 +22,13 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 constexpr std::size_t kLossBytes = 4;
 
+// The scalars of local_stats (0 for the tensors that are not ternary).
+std::vector<float> scalars_of(const std::vector<TensorStats>& stats) {
+  std::vector<float> s(stats.size());
+  for (std::size_t t = 0; t < stats.size(); ++t) s[t] = stats[t].scalar;
+  return s;
+}
+
 // Nonzero trits in one byte of each packing (base3 bytes >= 243 are invalid and never counted).
 struct NonzeroTables {
   std::array<std::uint8_t, 256> two_bit{}, base3{};
@@ -165,16 +172,16 @@ void GradientExchange::set_residuals(std::size_t worker, std::vector<std::vector
   residual_[worker] = std::move(values);
 }
 
-std::vector<float> GradientExchange::local_scalars(const std::vector<std::span<const float>>& grads) const {
+std::vector<TensorStats> GradientExchange::local_stats(const std::vector<std::span<const float>>& grads) const {
   if (grads.size() != layers_.size())
     throw std::invalid_argument("worker sent " + std::to_string(grads.size()) + " tensors, the model has " +
                                 std::to_string(layers_.size()));
-  std::vector<float> s(layers_.size(), 0.0f);
+  std::vector<TensorStats> s(layers_.size());
   for (std::size_t t = 0; t < layers_.size(); ++t) {
     if (grads[t].size() != layers_[t].numel)
       throw std::invalid_argument("tensor " + layers_[t].name + " has " + std::to_string(grads[t].size()) +
                                   " elements, expected " + std::to_string(layers_[t].numel));
-    if (ternary_[t]) s[t] = tensor_scalar(*codec_, grads[t], layer_params_[t], static_cast<std::uint32_t>(t));
+    if (ternary_[t]) s[t] = tensor_stats(*codec_, grads[t], layer_params_[t], static_cast<std::uint32_t>(t));
   }
   return s;
 }
@@ -190,6 +197,7 @@ void GradientExchange::finish_scalars(std::vector<float>& shared) const {
 
 std::vector<std::uint8_t> GradientExchange::encode_worker(const std::vector<std::span<const float>>& grads,
                                                           float loss, const std::vector<float>& shared,
+                                                          const std::vector<TensorStats>& own,
                                                           std::uint32_t worker, std::uint32_t step) {
   std::size_t total = kLossBytes;
   for (std::size_t n : payload_size_) total += n;
@@ -217,7 +225,8 @@ std::vector<std::uint8_t> GradientExchange::encode_worker(const std::vector<std:
       continue;
     }
     StreamKey key{options_.seed, worker, tensor, step};
-    std::vector<std::uint8_t> p = ternary_[t] ? encode_with_scalar(*codec_, grads[t], layer_params_[t], key, shared[t])
+    // A ternary tensor's own clip bound comes from local_stats (computed once, with its scalar).
+    std::vector<std::uint8_t> p = ternary_[t] ? encode_with_scalar(*codec_, grads[t], layer_params_[t], key, shared[t], own[t])
                                               : encode(*codec_, grads[t], layer_params_[t], key);
     if (p.size() != payload_size_[t])
       throw std::logic_error("payload of tensor " + layers_[t].name + " has " + std::to_string(p.size()) +
@@ -340,16 +349,18 @@ std::vector<std::vector<float>> GradientExchange::simulate(const std::vector<std
     return out;
   }
   std::vector<float> shared(layers_.size(), 0.0f);
-  std::vector<std::vector<float>> own;  // each worker's scalars
+  std::vector<std::vector<TensorStats>> worker_stats;  // each worker's statistics
+  std::vector<std::vector<float>> own;                 // each worker's scalars
   for (const auto& g : grads) {
-    own.push_back(local_scalars(g));
+    worker_stats.push_back(local_stats(g));
+    own.push_back(scalars_of(worker_stats.back()));
     for (std::size_t t = 0; t < own.back().size(); ++t) shared[t] = std::max(shared[t], own.back()[t]);
   }
   finish_scalars(shared);
   std::vector<std::vector<std::uint8_t>> buffers;
   for (std::size_t w = 0; w < grads.size(); ++w) {
     if (!options_.shared_scalar) finish_scalars(own[w]);
-    buffers.push_back(encode_worker(grads[w], losses[w], options_.shared_scalar ? shared : own[w],
+    buffers.push_back(encode_worker(grads[w], losses[w], options_.shared_scalar ? shared : own[w], worker_stats[w],
                                     static_cast<std::uint32_t>(w), step));
   }
   double encode_s = seconds_since(t0);
@@ -437,13 +448,15 @@ std::vector<std::vector<float>> GradientExchange::exchange(const std::vector<std
     record_times(encode_s, td);
     return out;
   }
-  std::vector<float> shared = local_scalars(mine);
+  std::vector<TensorStats> mine_stats = local_stats(mine);
+  std::vector<float> shared = scalars_of(mine_stats);
   double encode_s = seconds_since(t0);
   if (options_.codec == GradCodec::terngrad && options_.shared_scalar)
     collective([&] { transport.allreduce_max(shared); });  // the max over workers
   auto te = Clock::now();
   finish_scalars(shared);
-  std::vector<std::uint8_t> buf = encode_worker(mine, loss, shared, static_cast<std::uint32_t>(transport.rank()), step);
+  std::vector<std::uint8_t> buf =
+      encode_worker(mine, loss, shared, mine_stats, static_cast<std::uint32_t>(transport.rank()), step);
   encode_s += seconds_since(te);
   std::vector<std::vector<std::uint8_t>> buffers;
   collective([&] { buffers = transport.allgather(buf); });

@@ -29,6 +29,7 @@ __all__ = [
     "encode",
     "encode_with_scalar",
     "tensor_scalar",
+    "tensor_stats",
     "decode",
     "decode_trits",
     "aggregate",
@@ -74,13 +75,20 @@ def encode(t, **kwargs):
 
 
 def encode_with_scalar(t, scalar, **kwargs):
-    """terngrad.encode_with_scalar on a torch tensor: encode with an externally given (shared) scalar."""
+    """terngrad.encode_with_scalar on a torch tensor: encode with an externally given (shared) scalar;
+    stats= this tensor's tensor_stats (same clip, c) skips computing them again (the same bytes)."""
     return _core.encode_with_scalar(as_numpy(t, "t"), scalar, **kwargs)
 
 
 def tensor_scalar(t, **kwargs):
     """terngrad.tensor_scalar on a torch tensor: its scalar s under the clipping rule."""
     return _core.tensor_scalar(as_numpy(t, "t"), **kwargs)
+
+
+def tensor_stats(t, **kwargs):
+    """terngrad.tensor_stats on a torch tensor: its scalar (.scalar) and clip bound (.bound) in one pass,
+    for encode_with_scalar(t, s, stats=...)."""
+    return _core.tensor_stats(as_numpy(t, "t"), **kwargs)
 
 
 def decode(payload, codec="optimized"):

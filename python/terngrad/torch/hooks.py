@@ -9,10 +9,12 @@ Per bucket, on every rank (the rule of the C++ trainer, experiments/train/src/ex
 bucket in the place of the layer):
 
 1. s_r = tensor_scalar(g_r) under the clipping rule; with shared_scalar, one all_reduce(MAX) of that float
-   gives s = max_r s_r (else every rank keeps its own);
-2. payload_r = encode_with_scalar(g_r, s, key = (seed, rank, bucket index, step)) (encode without
-   shared_scalar), the project's C++ codec, so the bytes equal `terngrad.encode*` for that key; buckets
-   with fewer than float_below elements travel as float32 payloads;
+   gives s = max_r s_r (else every rank keeps its own). The hook takes s_r from tensor_stats, which also
+   keeps the rank's clip bound for step 2;
+2. payload_r = encode_with_scalar(g_r, s, key = (seed, rank, bucket index, step), stats = step 1's) (encode
+   without shared_scalar), the project's C++ codec, so the bytes equal `terngrad.encode*` for that key;
+   with the statistics of step 1 it reads g_r once more, not twice. Buckets with fewer than float_below
+   elements travel as float32 payloads;
 3. all_gather of the payloads (equal sizes on every rank: they depend only on the size and options);
 4. shared scalar: mean = aggregate(payloads).mean, exact integer sums of the trits, (double)s * sum / N
    rounded to float; otherwise (own scalars, float32 buckets): sum of the decoded payloads in rank order
@@ -32,14 +34,16 @@ from .. import _core
 from . import FLOAT_ALWAYS, as_numpy
 
 
-def codec_encoder(g, scalar, *, seed, worker, tensor, step, clip, c, packing, codec):
+def codec_encoder(g, scalar, *, seed, worker, tensor, step, clip, c, packing, codec, stats=None, as_array=False):
     """The encoder the hook uses by default: the project's codec. g: float32 NumPy view; scalar: the
-    shared scalar, or None for the tensor's own. Returns the payload (bytes)."""
+    shared scalar, or None for the tensor's own; stats: this rank's tensor_stats of g (same clip, c), if
+    already computed, so that the encode does not compute them again (the same bytes). Returns the
+    payload: bytes, or with as_array a writable NumPy uint8 array that owns it (no copy)."""
     if scalar is None:
         return _core.encode(g, seed=seed, worker=worker, tensor=tensor, step=step, clip=clip, c=c,
-                            packing=packing, codec=codec)
+                            packing=packing, codec=codec, as_array=as_array)
     return _core.encode_with_scalar(g, scalar, seed=seed, worker=worker, tensor=tensor, step=step, clip=clip,
-                                    c=c, packing=packing, codec=codec)
+                                    c=c, packing=packing, codec=codec, stats=stats, as_array=as_array)
 
 
 def _f32(x):
@@ -58,7 +62,10 @@ class TernGradState:
     codec: the codec name (terngrad.CODECS), e.g. 'optimized-avx2-t1' for one thread.
     process_group: the group to exchange over (None: the default group).
     live_check: a terngrad.torch.LiveCheck, run inside the hook on the gradient it is about to send.
-    encoder: the encode function (default codec_encoder); replaceable for experiments and tests.
+    encoder: the encode function (default codec_encoder); replaceable for experiments and tests. A
+      replacement is called as encoder(g, scalar, seed=, worker=, tensor=, step=, clip=, c=, packing=,
+      codec=) and returns bytes; only codec_encoder also gets the rank's statistics (stats=) and returns a
+      NumPy array the hook sends without a copy (as_array=True).
     record: keep, per (step, bucket), the input gradient, the gathered payloads and the result (tests).
 
     Counters: bytes_sent (payload bytes this rank sent), float_bytes (what float32 would have been),
@@ -106,9 +113,10 @@ class TernGradState:
         """float32 bytes / payload bytes sent so far (headers included)."""
         return self.float_bytes / self.bytes_sent if self.bytes_sent else float("nan")
 
-    def _encode(self, g, scalar, worker, tensor, step):
+    def _encode(self, g, scalar, worker, tensor, step, stats=None):
+        extra = {"stats": stats, "as_array": True} if self.encoder is codec_encoder else {}
         return self.encoder(g, scalar, seed=self.seed, worker=worker, tensor=tensor, step=step, clip=self.clip,
-                            c=self.c, packing=self.packing, codec=self.codec)
+                            c=self.c, packing=self.packing, codec=self.codec, **extra)
 
 
 def _mean_in_order(payloads, codec):
@@ -130,23 +138,41 @@ def combine(state, payloads, ternary, scalar):
     return _mean_in_order(payloads, state.codec)
 
 
-def encode_bucket(state, g, index, rank, step, group=None):
-    """Steps 1-2 of the hook for one bucket: (payload, ternary, scalar or None). Collective when the
-    scalar is shared (one all_reduce MAX of one float32)."""
+def _all_reduce_max(s, group):
+    """The shared scalar: all_reduce(MAX) of this rank's float32 scalar over the group."""
+    t = torch.tensor([s], dtype=torch.float32)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+    return float(t.item())
+
+
+def encode_bucket(state, g, index, rank, step, group=None, reduce_max=None):
+    """Steps 1-2 of the hook for one bucket: (payload, ternary, scalar or None), the payload bytes or (the
+    default encoder) a NumPy uint8 array that owns them. Collective when the scalar is shared:
+    reduce_max(s_r) gives max_r s_r, by default one all_reduce MAX of one float32 over `group` (a
+    benchmark of one rank passes the identity)."""
     x = as_numpy(g, "bucket")
     n = x.size
     ternary = n >= state.float_below and n > 0
     if not ternary:
         p = _core.encode(x, seed=state.seed, worker=rank, tensor=index, step=step, packing=state.packing,
-                         float_below=FLOAT_ALWAYS, codec=state.codec)
+                         float_below=FLOAT_ALWAYS, codec=state.codec, as_array=True)
         return p, False, None
     scalar = None
+    stats = None
     if state.shared_scalar:
-        s = torch.tensor([_core.tensor_scalar(x, clip=state.clip, c=state.c, tensor=index, codec=state.codec)],
-                         dtype=torch.float32)
-        dist.all_reduce(s, op=dist.ReduceOp.MAX, group=group)
-        scalar = _f32(float(s.item()))
-    return state._encode(x, scalar, rank, index, step), True, scalar
+        # One pass for this rank's scalar and clip bound; the encode below reuses the bound.
+        stats = _core.tensor_stats(x, clip=state.clip, c=state.c, tensor=index, codec=state.codec)
+        s = reduce_max(stats.scalar) if reduce_max is not None else _all_reduce_max(stats.scalar, group)
+        scalar = _f32(s)
+    return state._encode(x, scalar, rank, index, step, stats), True, scalar
+
+
+def _send_tensor(payload):
+    """The payload as a uint8 torch tensor to send: the array itself when the codec returned one (no
+    copy), else a copy of the bytes (torch tensors must own writable memory)."""
+    if isinstance(payload, np.ndarray) and payload.dtype == np.uint8 and payload.flags.writeable:
+        return torch.from_numpy(payload)
+    return torch.from_numpy(np.frombuffer(payload, dtype=np.uint8).copy())
 
 
 def terngrad_hook(state, bucket):
@@ -159,7 +185,7 @@ def terngrad_hook(state, bucket):
     step = state.step
     payload, ternary, scalar = encode_bucket(state, g, index, rank, step, group)
     world = dist.get_world_size(group)
-    mine = torch.from_numpy(np.frombuffer(payload, dtype=np.uint8).copy())
+    mine = _send_tensor(payload)
     outs = [torch.empty_like(mine) for _ in range(world)]
     work = dist.all_gather(outs, mine, group=group, async_op=True)
 
@@ -172,7 +198,7 @@ def terngrad_hook(state, bucket):
     record = None
     if state.record is not None:
         record = {"step": step, "bucket": index, "rank": rank, "grad": g.detach().clone(), "scalar": scalar,
-                  "ternary": ternary, "payload": payload}
+                  "ternary": ternary, "payload": bytes(payload)}
         state.record.append(record)
 
     # Overlaps the exchange: the hook does not write the bucket buffer, so g stays valid.

@@ -129,10 +129,12 @@ class GradientExchange {
                                            Transport& transport, std::uint32_t step, StepStats* stats);
 
  private:
-  std::vector<float> local_scalars(const std::vector<std::span<const float>>& grads) const;
+  /// Each ternary tensor's own statistics (its scalar and clip bound, computed once; zero for the others).
+  std::vector<TensorStats> local_stats(const std::vector<std::span<const float>>& grads) const;
   void finish_scalars(std::vector<float>& shared) const;
   std::vector<std::uint8_t> encode_worker(const std::vector<std::span<const float>>& grads, float loss,
-                                          const std::vector<float>& shared, std::uint32_t worker,
+                                          const std::vector<float>& shared,
+                                          const std::vector<TensorStats>& own, std::uint32_t worker,
                                           std::uint32_t step);
   bool float_allreduce() const;
   std::vector<float> flat_floats(const std::vector<std::span<const float>>& grads, float loss) const;
