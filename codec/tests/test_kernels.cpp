@@ -136,6 +136,12 @@ TEST_P(KernelWalk, SameResultsAsReferenceAtEdgeSizesOfItsWidth) {
       (p.packing == tg::Packing::two_bit ? k_->encode_2bit : k_->encode_base3)(g.data(), 0, n, rule, key, body.data());
       ASSERT_TRUE(std::equal(body_ref.begin(), body_ref.end(), body.begin())) << "encode " << describe(set(), n, p);
       ASSERT_TRUE(untouched(body, nb)) << "encode wrote past the body: " << describe(set(), n, p);
+      if (p.packing == tg::Packing::two_bit && k_->encode_2bit_stream) {  // the same bytes, streamed
+        std::vector<std::uint8_t> streamed(nb + kGuard, kPoison);
+        k_->encode_2bit_stream(g.data(), 0, n, rule, key, streamed.data());
+        ASSERT_TRUE(std::equal(body_ref.begin(), body_ref.end(), streamed.begin())) << "encode_2bit_stream " << describe(set(), n, p);
+        ASSERT_TRUE(untouched(streamed, nb)) << "encode_2bit_stream wrote past the body: " << describe(set(), n, p);
+      }
 
       std::vector<float> out(n + kGuard);
       if (!out.empty()) std::memset(out.data(), kPoison, 4 * out.size());

@@ -480,7 +480,8 @@ const Kernels* avx2_kernels() {
                             avx2_recheck_2bit,
                             avx2_chunk_stats,
                             avx2_philox_fold,
-                            avx2_philox_blocks};
+                            avx2_philox_blocks,
+                            nullptr};  // no encode_2bit_stream
   return &k;
 }
 

@@ -85,6 +85,10 @@ struct Kernels {
   // This set's Philox4x32-10 generator: out[i] = block first + i (mod 2^32) of the stream `key`, for
   // i < count. Only the tests call it, to hold each generator to the published known answers.
   void (*philox_blocks)(const StreamKey& key, std::uint32_t first, std::size_t count, PhiloxBlock* out);
+  // encode_2bit writing the body with non-temporal stores, for tensors whose body the caches do not keep
+  // (OptimizedCodec::encode_body from kStreamFrom elements); the same bytes. Null: encode_2bit serves.
+  void (*encode_2bit_stream)(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
+                             const StreamKey& key, std::uint8_t* body);
 };
 
 // One kernel set compiled into this library.

@@ -30,6 +30,11 @@ constexpr std::size_t kMinPerThread = 20 * kAlign;
 // 2^24 (by 1.08-1.45x), either one at 2^25 (1.12x and 1.01x in two runs), the single pass faster at
 // 2^26 (1.30-1.33x), where the cache holds little of g.
 constexpr std::size_t kSinglePassFrom = std::size_t{1} << 26;
+// Tensors from this size on write the 2bit body with non-temporal stores (Kernels::encode_2bit_stream)
+// in the two-pass encode. Measured 1 thread, CPU time, interleaved A/B (docs/performance.md, "Third
+// round"): 0.97x the time of the cached stores at 2^24 elements, but 1.03x at 2^20 and 1.2x at 2^12,
+// where the CRC32C then reads the body back from memory; 2^21..2^23 not measured.
+constexpr std::size_t kStreamFrom = std::size_t{1} << 24;
 // Pieces of the single-pass encode: candidate buffers grow by at most this many slots per call.
 constexpr std::size_t kPassPiece = 65536;  // multiple of 64 (AVX-512 groups) and 4 (Philox blocks)
 
@@ -196,6 +201,8 @@ class OptimizedCodec final : public Codec {
   void encode_body(std::span<const float> g, const ScalarRule& rule, const StreamKey& key,
                    Packing packing, std::span<std::uint8_t> body) const override {
     auto kernel = packing == Packing::two_bit ? kernels_->encode_2bit : kernels_->encode_base3;
+    if (packing == Packing::two_bit && kernels_->encode_2bit_stream && g.size() >= kStreamFrom)
+      kernel = kernels_->encode_2bit_stream;
     parallel_ranges(g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t) {
       backwards(b, e, [&](std::size_t cb, std::size_t ce) { kernel(g.data(), cb, ce, rule, key, body.data()); });
     });

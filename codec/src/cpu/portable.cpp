@@ -203,7 +203,8 @@ const Kernels* portable_kernels() {
                             recheck_2bit_scalar,
                             chunk_stats_scalar,
                             philox_fold_scalar,
-                            portable_philox_blocks};
+                            portable_philox_blocks,
+                            nullptr};  // no encode_2bit_stream
   return &k;
 }
 
