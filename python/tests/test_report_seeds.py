@@ -13,13 +13,13 @@ from terngrad.report import seeds
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def write_run(root, name, acc, codec="terngrad", payload=1000, complete=True, steps=4):
+def write_run(root, name, acc, codec="terngrad", payload=1000, complete=True, steps=4, **extra):
     run = root / name
     run.mkdir(parents=True)
     evals = [{"step": 2, "train_loss": 1.0, "test_loss": 1.0, "test_accuracy": acc / 2},
              {"step": steps, "train_loss": 0.5, "test_loss": 0.5, "test_accuracy": acc}]
     cfg = {"model": "lenet", "codec": codec, "clip": "saturate", "c": 2.5, "batch": 64, "optimizer": "momentum",
-           "lr": 0.01, "lr_policy": "inv", "weight_decay": 5e-4, "test_limit": 0, "workers": 2}
+           "lr": 0.01, "lr_policy": "inv", "weight_decay": 5e-4, "test_limit": 0, "workers": 2, **extra}
     (run / "run.json").write_text(json.dumps({
         "config": cfg, "evals": evals, "steps_done": steps, "final_test_accuracy": acc,
         "bytes_per_worker_step": {"payload_all": payload, "float32_all": 16000},
@@ -102,3 +102,17 @@ def test_errors_are_one_line_and_exit_2(tmp_path, capsys):
     assert cli.main(["seeds", "--runs", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "no finished run" in err and err.count("\n") == 1
+
+
+def test_arm_settings_and_pauses_are_stated(tmp_path):
+    runs = tmp_path / "runs"
+    write_run(runs, "lenet-float-w2-s1", 0.80, codec="float", payload=16000)
+    write_run(runs, "lenet-terngrad-noshare-w2-s1", 0.79, shared_scalar=False)
+    write_run(runs, "lenet-qsgd-w2-s1", 0.78, codec="qsgd", qsgd_levels=4, qsgd_bucket=512)
+    (runs / "pauses.log").write_text("# name seconds why\nlenet-terngrad-noshare-w2-s1 800 benchmarks on the quiet machine\n")
+    out = tmp_path / "out"
+    assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 0
+    md = (out / "seeds.md").read_text()
+    assert "terngrad-noshare = codec terngrad, clip saturate c=2.5, own scalars (not shared)" in md
+    assert "qsgd = codec qsgd, 4 levels, a norm per 512 elements" in md
+    assert "lenet-terngrad-noshare-w2-s1 (about 800 s, benchmarks on the quiet machine)" in md

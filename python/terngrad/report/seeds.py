@@ -154,6 +154,15 @@ def render(runs_dir, out_dir):
         if loads:
             w("Load average (1 min) at the start of each run: median %.2f, highest %.2f (2 cores); times below"
               " are only as clean as that.\n" % (statistics.median(loads), max(loads)))
+    pauses = runs_dir / "pauses.log"  # optional, by hand: "<run name> <seconds> <why>" per line
+    if pauses.is_file():
+        notes = []
+        for line in pauses.read_text().splitlines():
+            parts = line.split(None, 2)
+            if len(parts) >= 2 and not line.startswith("#"):
+                notes.append("%s (about %s s%s)" % (parts[0], parts[1], ", " + parts[2] if len(parts) > 2 else ""))
+        if notes:
+            w("Runs stopped (SIGSTOP) for a while, so that their wall time includes the pause: " + "; ".join(notes) + ".\n")
     for net in sorted({k[0] for k in groups}):
         keys = sorted(k for k in groups if k[0] == net)
         first = next(iter(groups[keys[0]].values()))
@@ -235,9 +244,12 @@ def render(runs_dir, out_dir):
 def clip_text(c):
     codec = c.get("codec")
     if codec == "terngrad":
-        return ", clip %s%s" % (c.get("clip"), " c=%g" % c["c"] if c.get("clip") != "none" else "")
+        own = ", own scalars (not shared)" if c.get("shared_scalar") is False else ""
+        return ", clip %s%s%s" % (c.get("clip"), " c=%g" % c["c"] if c.get("clip") != "none" else "", own)
     if codec == "qsgd":
-        return ", %s levels" % c.get("qsgd_levels")
+        bucket = c.get("qsgd_bucket")
+        return ", %s levels%s" % (c.get("qsgd_levels"), "" if bucket is None else
+                                  ", a norm per %s elements" % bucket if bucket else ", one norm per tensor")
     if codec == "float" and c.get("float_exchange"):
         return " by " + c["float_exchange"]
     return ""
@@ -245,6 +257,7 @@ def clip_text(c):
 
 def main(argv=None):
     return runs_report_main(argv, "seeds", "reports/train/seeds.md and its figures", RUNS, OUT, "scripts/train-seeds.sh", render)
+
 
 if __name__ == "__main__":
     sys.exit(main())
