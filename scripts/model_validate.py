@@ -85,8 +85,19 @@ def steps_stats(path, warmup):
     return mean
 
 
-def train_args(args, codec, out):
-    return ["--model", "lenet", "--codec", codec, "--batch", str(args.batch), "--steps", str(args.steps),
+# The measured arms: trainer options, and the `terngrad model` scheme that describes the same exchange.
+# The float arm names its exchange explicitly (the trainer's default is the allreduce): a prediction for
+# the allgather compared with an allreduce run would be off by (N-1)S / (2(N-1)S/N) on the link.
+ARMS = {
+    "float": (["--codec", "float", "--float-exchange", "allreduce"], "float-allreduce"),
+    "float-allgather": (["--codec", "float", "--float-exchange", "allgather"], "float-allgather"),
+    "terngrad": (["--codec", "terngrad"], "terngrad-allgather"),
+}
+COLORS = {"float": "tab:blue", "float-allgather": "tab:green", "terngrad": "tab:red"}
+
+
+def train_args(args, arm, out):
+    return ["--model", "lenet"] + ARMS[arm][0] + ["--batch", str(args.batch), "--steps", str(args.steps),
             "--train-limit", "4096", "--test-limit", "256", "--eval-every", "0", "--no-progress",
             "--seed", "1", "--out", out]
 
@@ -112,7 +123,7 @@ def measure(args, out_dir):
             print(f"{mbit} mbit tbf: TCP goodput {meta['goodput_mbit'][str(mbit)]:.1f} Mbit/s (1 flow), "
                   f"{meta['goodput_2flows_mbit'][str(mbit)]:.1f} Mbit/s (2 flows together)", flush=True)
         for n in args.ranks:
-            for codec in ("float", "terngrad"):
+            for codec in ARMS:
                 for mbit in [0] + args.mbits:
                     name = f"lenet-{codec}-{n}r-{'unshaped' if mbit == 0 else f'{mbit}mbit'}"
                     out = os.path.join(runs, name)
@@ -153,8 +164,10 @@ def report(args, out_dir):
     rate_arg = f"{r['ternary_encode']:.6g},{r['ternary_aggregate']:.6g},{r['float_encode']:.6g},{r['float_decode']:.6g}"
     rows = []
     for n in meta["ranks"]:
-        for codec in ("float", "terngrad"):
+        for codec in ARMS:
             unshaped = os.path.join(runs, f"lenet-{codec}-{n}r-unshaped")
+            if not os.path.exists(os.path.join(unshaped, "steps.csv")):
+                fail(f"{unshaped}/steps.csv is missing: measure the runs again (without --report-only)")
             base = steps_stats(os.path.join(unshaped, "steps.csv"), meta["warmup"])
             for mbit in meta["rates_mbit"]:
                 name = f"lenet-{codec}-{n}r-{mbit}mbit"
@@ -164,10 +177,10 @@ def report(args, out_dir):
                                           "--compute-from", os.path.join(unshaped, "steps.csv"), "--warmup", str(meta["warmup"]),
                                           "--topology", "shared", "--bandwidth-gbps", f"{gp / 1000:.6g}", "--latency-us", "0",
                                           "--codec-rates", rate_arg])
-                p = next(x for x in cfg["rows"] if x["scheme"] == f"{codec}-allgather")
+                p = next(x for x in cfg["rows"] if x["scheme"] == ARMS[codec][1])
                 measured = meta["batch_total"] / m["step_s"]
                 rows.append({
-                    "ranks": n, "codec": codec, "tbf_mbit": mbit, "goodput_mbit": round(gp, 2),
+                    "ranks": n, "codec": codec, "scheme": ARMS[codec][1], "tbf_mbit": mbit, "goodput_mbit": round(gp, 2),
                     "measured_img_s": round(measured, 2), "predicted_img_s": round(p["images_per_s"], 2),
                     "rel_error": round(p["images_per_s"] / measured - 1, 4),
                     "measured_step_s": round(m["step_s"], 4), "predicted_step_s": round(p["step_s"], 4),
@@ -185,10 +198,10 @@ def report(args, out_dir):
         w.writerows(rows)
     json.dump({"meta": meta, "codec_rates": r, "rows": rows}, open(os.path.join(out_dir, "validation.json"), "w"), indent=1)
     errs = [abs(x["rel_error"]) for x in rows]
-    lines = ["| ranks | codec | tbf | goodput Mbit/s | measured img/s | predicted img/s | error | step s meas / pred | comm s meas / pred | compute s meas / pred | codec s meas / pred | load avg |",
+    lines = ["| ranks | arm (model scheme) | tbf | goodput Mbit/s | measured img/s | predicted img/s | error | step s meas / pred | comm s meas / pred | compute s meas / pred | codec s meas / pred | load avg |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for x in rows:
-        lines.append(f"| {x['ranks']} | {x['codec']} | {x['tbf_mbit']} mbit | {x['goodput_mbit']:.1f} | {x['measured_img_s']:.1f} | "
+        lines.append(f"| {x['ranks']} | {x['codec']} ({x['scheme']}) | {x['tbf_mbit']} mbit | {x['goodput_mbit']:.1f} | {x['measured_img_s']:.1f} | "
                      f"{x['predicted_img_s']:.1f} | {100 * x['rel_error']:+.1f}% | {x['measured_step_s']:.3f} / {x['predicted_step_s']:.3f} | "
                      f"{x['measured_comm_s']:.3f} / {x['predicted_comm_s']:.3f} | {x['measured_compute_s']:.3f} / {x['predicted_compute_s']:.3f} | "
                      f"{x['measured_codec_s']:.4f} / {x['predicted_codec_s']:.4f} | {x['load_before']:.1f} -> {x['load_after']:.1f} |")
@@ -213,7 +226,7 @@ def plot(out_dir, rows, meta):
         return
     fig, axes = plt.subplots(1, len(meta["rates_mbit"]), figsize=(5 * len(meta["rates_mbit"]), 4), squeeze=False)
     for ax, mbit in zip(axes[0], meta["rates_mbit"]):
-        for codec, color in (("float", "tab:blue"), ("terngrad", "tab:red")):
+        for codec, color in COLORS.items():
             sel = [x for x in rows if x["codec"] == codec and x["tbf_mbit"] == mbit]
             ax.plot([x["ranks"] for x in sel], [x["measured_img_s"] for x in sel], "o-", color=color, label=f"{codec} measured")
             ax.plot([x["ranks"] for x in sel], [x["predicted_img_s"] for x in sel], "x--", color=color, label=f"{codec} predicted")

@@ -27,7 +27,8 @@ else
   ARMS=${ARMS:-float terngrad}; RANKS=${RANKS:-2}; STEPS=${STEPS:-12}
 fi
 for a in $ARMS; do [[ -n ${ARM[$a]:-} ]] || { echo "rank-splits: unknown arm '$a' (known: ${!ARM[*]})" >&2; exit 2; }; done
-[[ $STEPS =~ ^[0-9]+$ && $STEPS -ge 2 ]] || { echo "rank-splits: STEPS must be an integer >= 2, not '$STEPS'" >&2; exit 2; }
+study_ints STEPS "$STEPS" 2
+study_ints RANKS "$RANKS" 1
 
 failed=0
 for n in $RANKS; do

@@ -2,6 +2,7 @@
 # their arguments (<path to terngrad> [full|smoke]), the environment they read (OUT, PYTHON, TG_PACKAGE),
 # the schedule log of each run's start (with the load average) and end, and the report at the end.
 #   study_init <script name> <default runs folder under reports/> "$@"   sets TG MODE ROOT OUT PY PKG
+#   study_ints <name> <value> <least>  checks a list of integers (SEEDS, WORKERS, RANKS) before any run
 #   study_run <name> <command...>     runs one job: output to $OUT/<name>.log, logged in $OUT/schedule.log;
 #                                     returns the command's status
 #   study_report <report name> [default out folder]   renders `python -m terngrad.report <name>`
@@ -21,12 +22,21 @@ study_init() {
   OUT=${OUT:-$ROOT/reports/$runs}
   PY=${PYTHON:-$ROOT/build/venv/bin/python}
   PKG=${TG_PACKAGE:-$(cd "$(dirname "$TG")/.." && pwd)/python/package}
-  mkdir -p "$OUT"
+}
+
+# study_ints <variable name> <value> <least>: every word of the value an integer >= least, else one line, exit 2.
+study_ints() {
+  local w
+  [[ -n ${2// /} ]] || { echo "$STUDY: $1 is empty" >&2; exit 2; }
+  for w in $2; do
+    [[ $w =~ ^[0-9]+$ && $w -ge $3 ]] || { echo "$STUDY: $1 must be integers >= $3, not '$w'" >&2; exit 2; }
+  done
 }
 
 study_run() {
   local name=$1
   shift
+  mkdir -p "$OUT"  # here, not in study_init: a bad option leaves nothing behind
   echo "$(date -u +%FT%TZ) start $name load $(cut -d' ' -f1-3 /proc/loadavg) binary $TG" >> "$OUT/schedule.log"
   if "$@" > "$OUT/$name.log" 2>&1; then
     echo "$(date -u +%FT%TZ) done $name" >> "$OUT/schedule.log"; echo "done $name"

@@ -43,6 +43,9 @@ else
   NETS=${NETS:-lenet}; SEEDS=${SEEDS:-1 2}; WORKERS=${WORKERS:-2}; ARMS=${ARMS:-float terngrad}
 fi
 for a in $ARMS; do [[ -n ${ARM[$a]:-} ]] || { echo "train-seeds: unknown arm '$a' (known: ${!ARM[*]})" >&2; exit 2; }; done
+for net in $NETS; do [[ $net == lenet || $net == cifarnet ]] || { echo "train-seeds: unknown net '$net' (lenet, cifarnet)" >&2; exit 2; }; done
+study_ints SEEDS "$SEEDS" 0
+study_ints WORKERS "$WORKERS" 1
 
 net_options() {  # net, workers
   local w=$2

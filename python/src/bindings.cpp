@@ -144,6 +144,17 @@ const char* kKeyDoc =
     "seed, worker, tensor, step: the stream key (Philox4x32-10, key = seed, counter = "
     "(i/4, step, tensor, worker)); the same key gives the same bytes on every implementation.";
 
+// The arguments every per-tensor statistic takes (g, clip rule, codec): parsed once, then f(codec, g,
+// params) runs without the GIL.
+template <typename F>
+auto with_clip_args(nb::handle g, const std::string& clip, double c, const std::string& codec, F f) {
+  FloatView v = float_view(g, "g");
+  tg::Params p = make_params(clip, c, "2bit", 0);
+  const tg::Codec& cd = codec_named(codec);
+  nb::gil_scoped_release release;
+  return f(cd, v.span, p);
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -429,11 +440,9 @@ NB_MODULE(_core, m) {
   m.def(
       "tensor_scalar",
       [](nb::handle g, const std::string& clip, double c, std::uint32_t tensor, const std::string& codec) {
-        FloatView v = float_view(g, "g");
-        tg::Params p = make_params(clip, c, "2bit", 0);
-        const tg::Codec& cd = codec_named(codec);
-        nb::gil_scoped_release release;
-        return tg::tensor_scalar(cd, v.span, p, tensor);
+        return with_clip_args(g, clip, c, codec, [&](const tg::Codec& cd, std::span<const float> v, const tg::Params& p) {
+          return tg::tensor_scalar(cd, v, p, tensor);
+        });
       },
       "g"_a, "clip"_a = "none", "c"_a = 2.5, "tensor"_a = 0, "codec"_a = "optimized",
       "The scalar s of one tensor under the clipping rule (max|g|, or min(max|g|, c*sigma) when clipping).");
@@ -441,11 +450,9 @@ NB_MODULE(_core, m) {
   m.def(
       "tensor_stats",
       [](nb::handle g, const std::string& clip, double c, std::uint32_t tensor, const std::string& codec) {
-        FloatView v = float_view(g, "g");
-        tg::Params p = make_params(clip, c, "2bit", 0);
-        const tg::Codec& cd = codec_named(codec);
-        nb::gil_scoped_release release;
-        return tg::tensor_stats(cd, v.span, p, tensor);
+        return with_clip_args(g, clip, c, codec, [&](const tg::Codec& cd, std::span<const float> v, const tg::Params& p) {
+          return tg::tensor_stats(cd, v, p, tensor);
+        });
       },
       "g"_a, "clip"_a = "none", "c"_a = 2.5, "tensor"_a = 0, "codec"_a = "optimized",
       "One worker's statistics of g under the clipping rule, in one pass: .scalar (= tensor_scalar, the "
@@ -455,9 +462,9 @@ NB_MODULE(_core, m) {
   m.def(
       "clip_bound",
       [](nb::handle g, const std::string& clip, double c, const std::string& codec) {
-        FloatView v = float_view(g, "g");
-        tg::Params p = make_params(clip, c, "2bit", 0);
-        return tg::clip_bound(codec_named(codec), v.span, p);
+        return with_clip_args(g, clip, c, codec, [](const tg::Codec& cd, std::span<const float> v, const tg::Params& p) {
+          return tg::clip_bound(cd, v, p);
+        });
       },
       "g"_a, "clip"_a = "clip", "c"_a = 2.5, "codec"_a = "optimized",
       "The clip bound c*sigma as float32 (sigma: population std in the canonical order); inf for clip='none'.");

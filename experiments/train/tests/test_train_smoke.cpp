@@ -3,7 +3,7 @@
 // (TernGrad and EF-SignSGD, simulated and over 2 ranks); 2 c10d/Gloo ranks started by `terngrad launch` end with the simulation's weights for every codec
 // (float by allreduce and by allgather), and write the per-rank time split and the wire bytes; weight
 // decay in the loss reaches exactly the authors' tensors; AlexNet reads a tensor folder; --device cuda
-// runs or says why not.
+// runs or says why not; a diverging run names its step and layer.
 // Run: ctest -R tg_train_smoke_test
 #include <gtest/gtest.h>
 
@@ -282,5 +282,38 @@ TEST(TrainSmoke, WeightDecayInTheLossDecaysTheAuthorsTensors) {
       at += l.numel;
     }
     EXPECT_EQ(decayed, std::string(model) == "cifarnet" ? 2u : 4u) << model;
+  }
+}
+
+// A run that diverges stops with one message naming the step and the layer whose gradient went
+// non-finite (every exchange refuses to encode it: tg::NonFiniteError, caught by the trainer and
+// re-thrown with the layer's name). A learning rate of 1e12 makes LeNet's weights, and so its gradients, overflow within a
+// few steps. Without the trainer's catch the message would be the codec's ("tensor 3 ...").
+TEST(TrainSmoke, DivergedRunNamesTheStepAndTheLayer) {
+  if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  std::vector<std::string> names;
+  for (const auto& l : tg::train::run_training(small_lenet("terngrad", 1)).layers) names.push_back(l.name);
+  ASSERT_FALSE(names.empty());
+  for (const char* codec : {"terngrad", "qsgd", "signsgd-ef", "float"}) {
+    TrainConfig c = small_lenet(codec, 30);
+    c.lr_policy = "fixed";
+    c.lr = 1e12;
+    std::string msg;
+    try {
+      tg::train::run_training(c);
+    } catch (const std::exception& e) {
+      msg = e.what();
+    }
+    ASSERT_FALSE(msg.empty()) << codec << ": the run with lr 1e12 did not diverge";
+    const std::string head = "training diverged at step ";
+    ASSERT_EQ(0u, msg.rfind(head, 0)) << codec << ": " << msg;
+    long step = std::strtol(msg.c_str() + head.size(), nullptr, 10);
+    EXPECT_TRUE(step >= 0 && step < 30) << msg;
+    const std::string of = ": the gradient of ";
+    std::size_t at = msg.find(of);
+    ASSERT_NE(at, std::string::npos) << msg;
+    std::string layer = msg.substr(at + of.size(), msg.find(" is not finite", at) - at - of.size());
+    EXPECT_NE(std::find(names.begin(), names.end(), layer), names.end()) << codec << ": '" << layer << "' in " << msg;
+    EXPECT_NE(msg.find("try a smaller --lr"), std::string::npos) << msg;
   }
 }
