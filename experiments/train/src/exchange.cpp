@@ -266,10 +266,7 @@ std::vector<std::vector<float>> GradientExchange::combine(const std::vector<std:
   for (std::size_t t = 0; t < layers_.size(); ++t) {
     std::vector<std::span<const std::uint8_t>> payloads;
     for (const auto& b : buffers) payloads.emplace_back(b.data() + at, payload_size_[t]);
-    LayerStats ls;
-    ls.ternary = ternary_[t];
-    ls.payload_bytes = payload_size_[t];
-    ls.float_bytes = 4 * layers_[t].numel;
+    LayerStats ls = layer_sizes(t);
     if (ternary_[t] && options_.shared_scalar) {
       Aggregate agg = aggregate(*codec_, payloads);
       std::uint32_t expect_bits, got_bits;
@@ -340,12 +337,7 @@ std::vector<std::vector<float>> GradientExchange::simulate(const std::vector<std
     double encode_s = seconds_since(t0);
     auto t1 = Clock::now();
     auto out = unflatten_mean(sum, workers, stats);
-    if (stats) {
-      stats->encode_s = encode_s;
-      stats->wait_s = stats->wire_s = stats->comm_s = 0.0;
-      stats->decode_s = seconds_since(t1);
-      stats->wire = step_bytes(workers);
-    }
+    record_step(stats, workers, encode_s, 0.0, 0.0, seconds_since(t1));
     return out;
   }
   std::vector<float> shared(layers_.size(), 0.0f);
@@ -366,13 +358,27 @@ std::vector<std::vector<float>> GradientExchange::simulate(const std::vector<std
   double encode_s = seconds_since(t0);
   auto t1 = Clock::now();
   auto out = combine(buffers, shared, stats);
-  if (stats) {
-    stats->encode_s = encode_s;
-    stats->wait_s = stats->wire_s = stats->comm_s = 0.0;
-    stats->decode_s = seconds_since(t1);
-    stats->wire = step_bytes(workers);
-  }
+  record_step(stats, workers, encode_s, 0.0, 0.0, seconds_since(t1));
   return out;
+}
+
+LayerStats GradientExchange::layer_sizes(std::size_t t) const {
+  LayerStats ls;
+  ls.ternary = ternary_[t];
+  ls.payload_bytes = payload_size_[t];
+  ls.float_bytes = 4 * layers_[t].numel;
+  return ls;
+}
+
+void GradientExchange::record_step(StepStats* stats, int workers, double encode_s, double wait_s, double wire_s,
+                                   double decode_s) const {
+  if (!stats) return;
+  stats->encode_s = encode_s;
+  stats->wait_s = wait_s;
+  stats->wire_s = wire_s;
+  stats->comm_s = wait_s + wire_s;
+  stats->decode_s = decode_s;
+  stats->wire = step_bytes(workers);
 }
 
 std::vector<float> GradientExchange::flat_floats(const std::vector<std::span<const float>>& grads, float loss) const {
@@ -402,10 +408,7 @@ std::vector<std::vector<float>> GradientExchange::unflatten_mean(const std::vect
     out[t].resize(layers_[t].numel);
     for (std::size_t k = 0; k < out[t].size(); ++k) out[t][k] = sum[at + k] / n;
     at += layers_[t].numel;
-    if (stats) {
-      stats->layers[t].payload_bytes = payload_size_[t];
-      stats->layers[t].float_bytes = 4 * layers_[t].numel;
-    }
+    if (stats) stats->layers[t] = layer_sizes(t);
   }
   if (stats) {
     stats->worker_losses.clear();
@@ -428,16 +431,6 @@ std::vector<std::vector<float>> GradientExchange::exchange(const std::vector<std
     op();
     wire_s += seconds_since(tw);
   };
-  // The step's times and bytes into stats: encode, the collectives' wait and wire, decode since td.
-  auto record_times = [&](double encode_s, Clock::time_point td) {
-    if (!stats) return;
-    stats->encode_s = encode_s;
-    stats->wait_s = wait_s;
-    stats->wire_s = wire_s;
-    stats->comm_s = wait_s + wire_s;
-    stats->decode_s = seconds_since(td);
-    stats->wire = step_bytes(workers);
-  };
   auto t0 = Clock::now();
   if (float_allreduce()) {
     std::vector<float> sum = flat_floats(mine, loss);
@@ -445,7 +438,7 @@ std::vector<std::vector<float>> GradientExchange::exchange(const std::vector<std
     collective([&] { transport.allreduce_sum(sum); });
     auto td = Clock::now();
     auto out = unflatten_mean(sum, workers, stats);
-    record_times(encode_s, td);
+    record_step(stats, workers, encode_s, wait_s, wire_s, seconds_since(td));
     return out;
   }
   std::vector<TensorStats> mine_stats = local_stats(mine);
@@ -465,7 +458,7 @@ std::vector<std::vector<float>> GradientExchange::exchange(const std::vector<std
                              std::to_string(transport.world_size()) + " ranks");
   auto td = Clock::now();
   auto out = combine(buffers, shared, stats);
-  record_times(encode_s, td);
+  record_step(stats, workers, encode_s, wait_s, wire_s, seconds_since(td));
   return out;
 }
 

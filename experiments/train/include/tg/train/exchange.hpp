@@ -141,6 +141,10 @@ class GradientExchange {
   std::vector<std::vector<float>> unflatten_mean(const std::vector<float>& sum, int workers, StepStats* stats) const;
   std::vector<std::vector<float>> combine(const std::vector<std::vector<std::uint8_t>>& buffers,
                                           const std::vector<float>& shared, StepStats* stats) const;
+  /// Tensor t's bytes on the wire and as float32 (the per-layer record of every exchange).
+  LayerStats layer_sizes(std::size_t t) const;
+  /// The step's times (seconds) and wire bytes into *stats (nothing when stats is null).
+  void record_step(StepStats* stats, int workers, double encode_s, double wait_s, double wire_s, double decode_s) const;
 
   std::vector<LayerInfo> layers_;
   ExchangeOptions options_;
