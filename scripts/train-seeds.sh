@@ -14,7 +14,9 @@
 #   smoke  the same pipeline in about a minute (LeNet 60 steps, 2 seeds, 1000 test images): what CI runs.
 #
 # Environment (optional): NETS="lenet cifarnet", SEEDS="1 2 3 4 5", ARMS="float terngrad ...",
-# WORKERS="2 4", OUT=reports/train/seeds, PYTHON=build/venv/bin/python, TG_PACKAGE=<built package>.
+# WORKERS="2 4", SIM_THREADS=N (threads computing the workers' gradients, `terngrad train --sim-threads`;
+# default: the machine's cores; the same bits for any N), OUT=reports/train/seeds, PYTHON=build/venv/bin/python,
+# TG_PACKAGE=<built package>.
 # A finished run (its folder holds .complete, written after terngrad exited 0) is kept, not run again:
 # an interrupted study continues where it stopped, redoing only the run it was in. schedule.log records each run's start, load average and
 # exit status.
@@ -46,6 +48,8 @@ for a in $ARMS; do [[ -n ${ARM[$a]:-} ]] || { echo "train-seeds: unknown arm '$a
 for net in $NETS; do [[ $net == lenet || $net == cifarnet ]] || { echo "train-seeds: unknown net '$net' (lenet, cifarnet)" >&2; exit 2; }; done
 study_ints SEEDS "$SEEDS" 0
 study_ints WORKERS "$WORKERS" 1
+SIM_THREADS=${SIM_THREADS:-$(nproc)}
+study_ints SIM_THREADS "$SIM_THREADS" 1
 
 net_options() {  # net, workers
   local w=$2
@@ -68,7 +72,7 @@ for seed in $SEEDS; do
         if [[ -f $OUT/$name/.complete ]]; then echo "kept $name"; continue; fi
         opts=$(net_options "$net" "$w")
         # shellcheck disable=SC2086
-        if study_run "$name" "$TG" train $opts ${ARM[$arm]} --data fashion-mnist --workers "$w" --seed "$seed" \
+        if study_run "$name" "$TG" train $opts ${ARM[$arm]} --data fashion-mnist --workers "$w" --seed "$seed" --sim-threads "$SIM_THREADS" \
              --no-progress --out "$OUT/$name"; then
           touch "$OUT/$name/.complete"
         else

@@ -38,6 +38,7 @@ expect train-seeds "train-seeds: unknown net 'resnet'" NETS="lenet resnet" -- /b
 expect train-seeds "train-seeds: SEEDS must be integers >= 0, not 'x'" SEEDS="1 x" -- /bin/true smoke
 expect train-seeds "train-seeds: WORKERS must be integers >= 1, not '0'" WORKERS="2 0" -- /bin/true full
 expect train-seeds "train-seeds: SEEDS is empty" SEEDS=" " -- /bin/true smoke
+expect train-seeds "train-seeds: SIM_THREADS must be integers >= 1, not '0'" SIM_THREADS=0 -- /bin/true smoke
 expect rank-splits "rank-splits: STEPS must be integers >= 2, not '1'" STEPS=1 -- /bin/true smoke
 expect rank-splits "rank-splits: RANKS must be integers >= 1, not 'two'" RANKS="two" -- /bin/true smoke
 

@@ -116,3 +116,17 @@ def test_arm_settings_and_pauses_are_stated(tmp_path):
     assert "terngrad-noshare = codec terngrad, clip saturate c=2.5, own scalars (not shared)" in md
     assert "qsgd = codec qsgd, 4 levels, a norm per 512 elements" in md
     assert "lenet-terngrad-noshare-w2-s1 (about 800 s, benchmarks on the quiet machine)" in md
+
+
+def test_simulation_threads_are_shown_per_arm(tmp_path):
+    # run.json of runs before --sim-threads has no sim_threads: one thread
+    runs = tmp_path / "runs"
+    write_run(runs, "lenet-float-w2-s1", 0.80, codec="float", payload=16000)
+    write_run(runs, "lenet-float-w2-s2", 0.82, codec="float", payload=16000, sim_threads=2)
+    write_run(runs, "lenet-terngrad-w2-s1", 0.79, sim_threads=2)
+    out = tmp_path / "out"
+    assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 0
+    md = (out / "seeds.md").read_text()
+    assert "| wall s per run (mean) | threads |" in md
+    assert "| 1.00x | 10 | 1/2 |" in md  # float: one run of each
+    assert "| 16.00x | 10 | 2 |" in md

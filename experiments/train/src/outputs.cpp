@@ -88,7 +88,7 @@ void write_outputs(const std::string& dir, const TrainConfig& c, const TrainResu
                  {"optimizer", c.optimizer}, {"lr", c.lr}, {"momentum", c.momentum}, {"weight_decay", c.weight_decay},
                  {"weight_decay_in", c.weight_decay_in},
                  {"lr_policy", c.lr_policy}, {"gamma", c.gamma}, {"power", c.power}, {"step_size", c.step_size},
-                 {"batch", c.batch}, {"workers", r.workers}, {"steps", r.steps}, {"seed", c.seed}, {"threads", c.threads},
+                 {"batch", c.batch}, {"workers", r.workers}, {"steps", r.steps}, {"seed", c.seed}, {"threads", c.threads}, {"sim_threads", c.sim_threads},
                  {"mode", c.world_size > 0 ? "c10d-gloo" : "simulation"}, {"resume", c.resume}};
   j["data_description"] = r.data_description;
   j["start_step"] = r.start_step;

@@ -15,6 +15,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "gloo_transport.hpp"
 #include "models.hpp"
@@ -428,6 +429,11 @@ TrainResult run_training(const TrainConfig& c) {
     throw std::invalid_argument("total batch " + std::to_string(c.batch) + " is not a positive multiple of " +
                                 std::to_string(workers) + " workers");
   if (c.threads < 1) throw std::invalid_argument("threads must be at least 1");
+  if (c.sim_threads < 1) throw std::invalid_argument("--sim-threads must be at least 1");
+  if (c.sim_threads > 1 && distributed)
+    throw std::invalid_argument("--sim-threads applies to the in-process simulation; a rank of a multi-process run computes one worker");
+  if (c.sim_threads > 1 && c.device != "cpu")
+    throw std::invalid_argument("--sim-threads above 1 runs on the CPU only (--device " + c.device + ")");
   torch::set_num_threads(c.threads);
   learning_rate(c, 0);  // validates the policy before any work
   torch::Device device(torch::kCPU);
@@ -448,6 +454,23 @@ TrainResult run_training(const TrainConfig& c) {
   std::shared_ptr<Net> model = make_model(c.model, model_input(c, data));
   model->to(device);
   model->train();
+  // --sim-threads: thread k > 0 computes its workers on replicas[k - 1], a copy of the model whose
+  // parameters are set from the model's before every step. Built with the global generator's state put
+  // back afterwards, so the run draws the same numbers as with one thread.
+  const int sim_threads = std::min(c.sim_threads, workers);
+  std::vector<std::shared_ptr<Net>> replicas;
+  if (sim_threads > 1) {
+    for (const auto& m : model->modules(/*include_self=*/false))
+      if (m->name().find("Dropout") != std::string::npos)
+        throw std::invalid_argument("--sim-threads above 1: " + c.model + " has dropout, whose masks come from one shared random generator; use --sim-threads 1");
+    auto generator = at::detail::getDefaultCPUGenerator();
+    at::Tensor state = generator.get_state();
+    for (int k = 1; k < sim_threads; ++k) {
+      replicas.push_back(make_model(c.model, model_input(c, data)));
+      replicas.back()->train();
+    }
+    generator.set_state(state);
+  }
 
   std::vector<torch::Tensor> params;
   std::vector<LayerInfo> layers;
@@ -556,29 +579,33 @@ TrainResult run_training(const TrainConfig& c) {
 
     auto t0 = Clock::now();
     int first = distributed ? c.rank : 0, last = distributed ? c.rank + 1 : workers;
-    std::vector<std::vector<std::vector<float>>> grads;
-    std::vector<float> losses;
-    for (int w = first; w < last; ++w) {
-      std::vector<std::size_t> idx, salt;
+    std::vector<std::vector<std::vector<float>>> grads(static_cast<std::size_t>(last - first));
+    std::vector<float> losses(static_cast<std::size_t>(last - first));
+    // Each worker's images (the sampler caches an epoch's permutation: read here, on one thread).
+    std::vector<std::vector<std::size_t>> idx(grads.size()), salt(grads.size());
+    for (int w = first; w < last; ++w)
       for (int i = 0; i < shard; ++i) {
         std::uint64_t pos = static_cast<std::uint64_t>(step) * c.batch + static_cast<std::uint64_t>(w * shard + i);
-        idx.push_back(sampler.at(pos));
-        salt.push_back(pos);
+        idx[static_cast<std::size_t>(w - first)].push_back(sampler.at(pos));
+        salt[static_cast<std::size_t>(w - first)].push_back(pos);
       }
-      auto x = make_images(data, data.train, idx, salt, true, c.seed).to(device);
-      auto y = make_labels(data.train, idx).to(device);
-      model->zero_grad();
-      auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+    // Worker w's gradients (and the decay term) on net, whose parameters are ps, into grads/losses[w - first].
+    auto compute_worker = [&](Net& net, const std::vector<torch::Tensor>& ps, int w) {
+      const auto at = static_cast<std::size_t>(w - first);
+      auto x = make_images(data, data.train, idx[at], salt[at], true, c.seed).to(device);
+      auto y = make_labels(data.train, idx[at]).to(device);
+      net.zero_grad();
+      auto loss = torch::nn::functional::cross_entropy(net.forward(x), y);
       loss.backward();
-      losses.push_back(loss.item<float>());
+      losses[at] = loss.item<float>();
       std::vector<std::vector<float>> g;
-      for (std::size_t t = 0; t < params.size(); ++t) {
-        const auto& p = params[t];
+      for (std::size_t t = 0; t < ps.size(); ++t) {
+        torch::Tensor p = ps[t];
         std::vector<float> v(static_cast<std::size_t>(p.numel()), 0.0f);
         if (decayed[t]) {  // d/dw of wd/2 ||w||^2 joins the gradient that is exchanged
           torch::NoGradGuard no_grad;
-          if (!p.grad().defined()) params[t].mutable_grad() = torch::zeros_like(p);
-          params[t].mutable_grad().add_(p.detach(), c.weight_decay);
+          if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+          p.mutable_grad().add_(p.detach(), c.weight_decay);
         }
         if (p.grad().defined()) {
           auto gc = p.grad().to(torch::kCPU).contiguous();  // the exchange runs on the CPU
@@ -586,7 +613,35 @@ TrainResult run_training(const TrainConfig& c) {
         }
         g.push_back(std::move(v));
       }
-      grads.push_back(std::move(g));
+      grads[at] = std::move(g);
+    };
+    if (replicas.empty()) {
+      for (int w = first; w < last; ++w) compute_worker(*model, params, w);
+    } else {  // thread k computes workers k, k + T, ...; each worker's bits do not depend on which thread
+      std::vector<std::exception_ptr> errors(static_cast<std::size_t>(sim_threads));
+      std::vector<std::thread> pool;
+      for (int k = 1; k < sim_threads; ++k)
+        pool.emplace_back([&, k] {
+          try {
+            Net& net = *replicas[static_cast<std::size_t>(k - 1)];
+            std::vector<torch::Tensor> ps = net.parameters();
+            {
+              torch::NoGradGuard no_grad;
+              for (std::size_t t = 0; t < ps.size(); ++t) ps[t].copy_(params[t]);
+            }
+            for (int w = first + k; w < last; w += sim_threads) compute_worker(net, ps, w);
+          } catch (...) {
+            errors[static_cast<std::size_t>(k)] = std::current_exception();
+          }
+        });
+      try {
+        for (int w = first; w < last; w += sim_threads) compute_worker(*model, params, w);
+      } catch (...) {
+        errors[0] = std::current_exception();
+      }
+      for (auto& t : pool) t.join();
+      for (auto& e : errors)  // the lowest thread's error, so the message does not depend on timing
+        if (e) std::rethrow_exception(e);
     }
     rec.compute_s = seconds_since(t0);
 

@@ -3,7 +3,7 @@
 // (TernGrad and EF-SignSGD, simulated and over 2 ranks); 2 c10d/Gloo ranks started by `terngrad launch` end with the simulation's weights for every codec
 // (float by allreduce and by allgather), and write the per-rank time split and the wire bytes; weight
 // decay in the loss reaches exactly the authors' tensors; AlexNet reads a tensor folder; --device cuda
-// runs or says why not; a diverging run names its step and layer.
+// runs or says why not; a diverging run names its step and layer; --sim-threads gives the bits of one thread.
 // Run: ctest -R tg_train_smoke_test
 #include <gtest/gtest.h>
 
@@ -316,4 +316,54 @@ TEST(TrainSmoke, DivergedRunNamesTheStepAndTheLayer) {
     EXPECT_NE(std::find(names.begin(), names.end(), layer), names.end()) << codec << ": '" << layer << "' in " << msg;
     EXPECT_NE(msg.find("try a smaller --lr"), std::string::npos) << msg;
   }
+}
+
+// --sim-threads: the simulated workers' gradients computed on several threads, each on its own copy of
+// the model, give the bits of one thread: the final weights and every step's loss, for an uneven split
+// (3 workers on 2 threads), EF-SignSGD's per-worker residuals, and CifarNet with weight decay in the loss
+// (the decay term added on each copy). Models with dropout, other devices and ranks are refused.
+TEST(TrainSmoke, SimThreadsGiveTheBitsOfOneThread) {
+  if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  struct Case { const char* model; const char* codec; int workers; long steps; };
+  for (const Case& k : {Case{"lenet", "terngrad", 3, 12}, Case{"lenet", "signsgd-ef", 2, 12}, Case{"cifarnet", "terngrad", 2, 3}}) {
+    auto run = [&](int threads) {
+      TrainConfig c = small_lenet(k.codec, k.steps);
+      c.model = k.model;
+      c.workers = k.workers;
+      c.batch = 8 * k.workers;
+      c.test_limit = 100;
+      c.weight_decay_in = "loss";
+      c.sim_threads = threads;
+      return tg::train::run_training(c);
+    };
+    auto one = run(1), two = run(2);
+    ASSERT_EQ(one.final_weights.size(), two.final_weights.size());
+    EXPECT_EQ(0, std::memcmp(one.final_weights.data(), two.final_weights.data(), 4 * one.final_weights.size()))
+        << k.model << " " << k.codec;
+    ASSERT_EQ(one.step_records.size(), two.step_records.size());
+    for (std::size_t i = 0; i < one.step_records.size(); ++i)
+      EXPECT_EQ(one.step_records[i].loss, two.step_records[i].loss) << k.model << " " << k.codec << " step " << i;
+  }
+  auto refusal = [](TrainConfig c) {
+    try {
+      tg::train::run_training(c);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  TrainConfig alex;
+  alex.model = "alexnet";
+  alex.data = "synthetic";
+  alex.workers = 2;
+  alex.batch = 2;
+  alex.steps = 1;
+  alex.train_limit = 4;
+  alex.test_limit = 2;
+  alex.sim_threads = 2;
+  EXPECT_NE(refusal(alex).find("dropout"), std::string::npos) << refusal(alex);
+  TrainConfig cuda = small_lenet("terngrad", 1);
+  cuda.device = "cuda";
+  cuda.sim_threads = 2;
+  EXPECT_NE(refusal(cuda).find("--sim-threads"), std::string::npos) << refusal(cuda);
 }
