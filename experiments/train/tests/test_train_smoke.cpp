@@ -44,6 +44,19 @@ TrainConfig small_lenet(const std::string& codec, long steps) {
   return c;
 }
 
+// One step of `model` on few images, no evaluation during the run.
+TrainConfig one_step(const std::string& model, int workers, int batch, long train_limit, long test_limit) {
+  TrainConfig c;
+  c.model = model;
+  c.workers = workers;
+  c.batch = batch;
+  c.steps = 1;
+  c.train_limit = train_limit;
+  c.test_limit = test_limit;
+  c.eval_every = 0;
+  return c;
+}
+
 double mean_loss(const tg::train::TrainResult& r, std::size_t from, std::size_t to) {
   double s = 0.0;
   for (std::size_t i = from; i < to; ++i) s += r.step_records[i].loss;
@@ -251,20 +264,13 @@ TEST(TrainSmoke, WeightDecayInTheLossDecaysTheAuthorsTensors) {
   if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   for (const char* model : {"lenet", "cifarnet"}) {
     auto run = [&](const char* where, double wd) {
-      TrainConfig c;
-      c.model = model;
+      TrainConfig c = one_step(model, 1, 8, 64, 10);
       c.codec = "float";
       c.optimizer = "sgd";
       c.lr_policy = "fixed";
       c.lr = 0.05;
       c.weight_decay = wd;
       c.weight_decay_in = where;
-      c.workers = 1;
-      c.batch = 8;
-      c.steps = 1;
-      c.train_limit = 64;
-      c.test_limit = 10;
-      c.eval_every = 0;
       return tg::train::run_training(c);
     };
     auto in_loss = run("loss", 0.1), in_update = run("update", 0.1), none = run("loss", 0.0);
@@ -352,14 +358,8 @@ TEST(TrainSmoke, SimThreadsGiveTheBitsOfOneThread) {
     }
     return std::string();
   };
-  TrainConfig alex;
-  alex.model = "alexnet";
+  TrainConfig alex = one_step("alexnet", 2, 2, 4, 2);
   alex.data = "synthetic";
-  alex.workers = 2;
-  alex.batch = 2;
-  alex.steps = 1;
-  alex.train_limit = 4;
-  alex.test_limit = 2;
   alex.sim_threads = 2;
   EXPECT_NE(refusal(alex).find("dropout"), std::string::npos) << refusal(alex);
   TrainConfig cuda = small_lenet("terngrad", 1);
