@@ -374,6 +374,7 @@ void avx512_encode_2bit_running(const float* g, std::size_t begin, std::size_t e
     __m512i x[4], u[4];
     philox.blocks(static_cast<std::uint32_t>(k / 4), x);
     to_element_order(x, u);
+    std::uint32_t line[4] = {0, 0, 0, 0};  // the group's 16 body bytes
     for (int v = 0; v < 4; ++v) {
       std::size_t lane0 = 16 * static_cast<std::size_t>(v);
       if (n <= lane0) break;
@@ -389,18 +390,21 @@ void avx512_encode_2bit_running(const float* g, std::size_t begin, std::size_t e
       unsigned sure = _mm512_cmp_pd_mask(ulo, _mm512_mul_pd(alo, guard_scale), _CMP_LT_OQ) |
                       (_mm512_cmp_pd_mask(uhi, _mm512_mul_pd(ahi, guard_scale), _CMP_LT_OQ) << 8);
       unsigned neg = _mm512_cmplt_epi32_mask(raw[v], _mm512_setzero_si512());
-      std::uint32_t codes = _pdep_u32(keep & ~neg, 0x55555555u) | _pdep_u32(keep & neg, 0xAAAAAAAAu);
-      std::size_t elements = std::min<std::size_t>(16, n - lane0);
-      std::memcpy(body + k / 4 + 4 * v, &codes, (elements + 3) / 4);
-      // candidates: full-vector stores of the compressed lanes (the slack holds what lies past count)
+      line[v] = _pdep_u32(keep & ~neg, 0x55555555u) | _pdep_u32(keep & neg, 0xAAAAAAAAu);
+      // candidates: the stored lanes' indexes compressed once, the three arrays gathered with them and
+      // stored as full vectors (the slack holds what lies past count)
       const unsigned store = keep & ~sure;
-      const __mmask16 kk = static_cast<__mmask16>(store);
-      const __m512i pos = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(k - begin + lane0)), lane_ids);
-      _mm512_storeu_si512(cand_pos + count, _mm512_maskz_compress_epi32(kk, pos));
-      _mm512_storeu_si512(cand_u + count, _mm512_maskz_compress_epi32(kk, u[v]));
-      _mm512_storeu_si512(cand_a + count, _mm512_maskz_compress_epi32(kk, a[v]));
+      const __m512i idx = _mm512_maskz_compress_epi32(static_cast<__mmask16>(store), lane_ids);
+      _mm512_storeu_si512(cand_pos + count,
+                          _mm512_add_epi32(idx, _mm512_set1_epi32(static_cast<int>(k - begin + lane0))));
+      _mm512_storeu_si512(cand_u + count, _mm512_permutexvar_epi32(idx, u[v]));
+      _mm512_storeu_si512(cand_a + count, _mm512_permutexvar_epi32(idx, a[v]));
       count += static_cast<std::size_t>(__builtin_popcount(store));
     }
+    if (n == 64)
+      std::memcpy(body + k / 4, line, 16);  // one store (a variable length would copy byte by byte)
+    else
+      std::memcpy(body + k / 4, line, (n + 3) / 4);
   }
   st->m = m;
   st->count = count;
