@@ -38,10 +38,12 @@ constexpr std::size_t kStreamFrom = std::size_t{1} << 24;
 // Pieces of the single-pass encode: candidate buffers grow by at most this many slots per call, and
 // each piece has its own guard (below). A stored candidate's position is its offset in its piece.
 constexpr std::size_t kPassPiece = 65536;  // multiple of 64 (AVX-512 groups) and 4 (Philox blocks)
-// The single pass starts its running maximum at the maximum of one element per kSeedStride (4 KiB):
+// The single pass starts its running maximum at the maximum of one element per kSeedStride (64 KiB):
 // any element is <= the final scalar s, so this is exact, and with the maximum high from the start
-// few candidates are decided with a maximum far below s.
-constexpr std::size_t kSeedStride = 1024;
+// few candidates are decided with a maximum far below s. Each sampled element costs a cache and TLB
+// miss: one per 4 KiB took ~1.3 ms at 2^24 elements (perf, ~5% of the encode) and saved one redone
+// piece against one per 64 KiB on the benchmark's gradient (docs/performance.md, "Fourth round").
+constexpr std::size_t kSeedStride = 16384;
 // A piece whose running maximum is m at its start gets the guard R = kGuard * m (as a float): a
 // candidate kept under R is kept under every final s <= R and is not stored. The fraction of the
 // candidates stored is about 1 - m/R; a piece with R < s is encoded again. See encode_single_pass.
