@@ -73,12 +73,12 @@ std::vector<Case> cases() {
     for (std::size_t k = 0; k < n; ++k) range[k] *= std::ldexp(1.0f, int(k % 120) - 60);
     out.push_back({"huge dynamic range" + at, range});
     out.push_back({"awkward" + at, tg::test::awkward(n, n + 5)});
-    // The maximum rises by a factor 3 (more than the guard's 1.5) at four points that are not piece
-    // boundaries: every piece before the last rise has a guard below the scalar.
+    // The maximum rises by a factor 3 (more than the guard's factor, 2) at four points that are not
+    // piece boundaries: every piece before the last rise has a guard below the scalar.
     auto steps = tg::test::gaussian(n, n + 7);
     for (std::size_t k = 0; k < n; ++k) steps[k] *= std::pow(3.0f, static_cast<float>((5 * k) / n));
     out.push_back({"max rising by 3x four times" + at, steps});
-    // The same, the rises just inside the guard (1.45x): later pieces are covered, their candidates re-decided.
+    // The same, the rises 1.45x (inside the guard): later pieces are covered, their candidates re-decided.
     auto mild = tg::test::gaussian(n, n + 8);
     for (std::size_t k = 0; k < n; ++k) mild[k] *= std::pow(1.45f, static_cast<float>((5 * k) / n));
     out.push_back({"max rising by 1.45x four times" + at, mild});
@@ -163,7 +163,8 @@ TEST(FewerPassEncode, SameBytesAsReferenceOverManySteps) {
   float rest = 0.0f;
   for (float x : g) rest = std::max(rest, std::fabs(x));
   // the maximum late and not sampled, 1.2x the rest: within the guard of the pieces whose running
-  // maximum reached rest / 1.25 at their start, so their stored candidates are re-decided
+  // maximum reached 1.2 rest / kGuard (2, optimized.cpp) at their start, so their stored candidates are
+  // re-decided
   g[149000] = 1.2f * rest;
   for (const auto& set : tg::cpu::compiled_kernel_sets()) {
     if (!set.cpu_runs()) continue;

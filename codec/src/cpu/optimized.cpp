@@ -47,7 +47,9 @@ constexpr std::size_t kSeedStride = 16384;
 // A piece whose running maximum is m at its start gets the guard R = kGuard * m (as a float): a
 // candidate kept under R is kept under every final s <= R and is not stored. The fraction of the
 // candidates stored is about 1 - m/R; a piece with R < s is encoded again. See encode_single_pass.
-constexpr float kGuard = 1.5f;
+// Measured (docs/performance.md, "Fourth round"): 2 and 1.5 alike at 2^24 and 2^25 elements, 2 faster
+// at 2^26 (88-90 against 102 ms, though it stores more: 0.071 against 0.047 candidates per element).
+constexpr float kGuard = 2.0f;
 
 // Candidate buffers of the single-pass encode, one per part, kept by the calling thread from one
 // encode to the next (a fresh buffer per call would pay a page fault per 4 KiB it touches).
