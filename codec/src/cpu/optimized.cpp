@@ -23,13 +23,13 @@ constexpr std::size_t kAlign = 5 * kReduceChunk;  // 10240: multiple of 4, 5, 8 
 // saves n/2 * 1.2 ns, so it pays from ~50k elements: 204800 per thread keeps a margin of ~4x.
 constexpr std::size_t kMinPerThread = 20 * kAlign;
 // Tensors from this size on take the single-pass encode; smaller ones the two passes (max_abs, then
-// encode_2bit). The single pass reads g once but computes more (candidates stored and re-decided: 1.00
-// against 0.81 ns per element in cache, AVX-512); the two passes read g twice, the second time
-// backwards, so the part of g the last-level cache still holds comes from there. Measured 1 thread, CPU
-// time, with the software prefetch in both (docs/performance.md): the two passes faster from 2^19 to
-// 2^24 (by 1.08-1.45x), either one at 2^25 (1.12x and 1.01x in two runs), the single pass faster at
-// 2^26 (1.30-1.33x), where the cache holds little of g.
-constexpr std::size_t kSinglePassFrom = std::size_t{1} << 26;
+// encode_2bit). The single pass reads g once but computes more (candidates guarded, a few stored and
+// re-decided: ~0.96 against ~0.72 ns per element in cache, AVX-512); the two passes read g twice, the
+// second time backwards, so the part of g the last-level cache still holds comes from there. Measured 1
+// thread, CPU time, interleaved A/B (docs/performance.md, "The single-pass threshold"): the two passes
+// faster at 2^22, either one within the spread at 2^23 and 2^24, the single pass faster at 2^25 (49.6
+// against 54.3 ms, ranges apart) and 2^26 (88.5 against 111.4 ms).
+constexpr std::size_t kSinglePassFrom = std::size_t{1} << 25;
 // Tensors from this size on write the 2bit body with non-temporal stores (Kernels::encode_2bit_stream)
 // in the two-pass encode. Measured 1 thread, CPU time, interleaved A/B (docs/performance.md, "Third
 // round"): 0.97x the time of the cached stores at 2^24 elements, but 1.03x at 2^20 and 1.2x at 2^12,
