@@ -324,8 +324,8 @@ std::size_t avx512_decode_2bit(const std::uint8_t* body, std::size_t n, std::siz
 }
 
 // Single-pass 2bit encode (Kernels::encode_2bit_running), 64 elements per group: the group's max
-// |g| joins the running maximum m before the group is decided with make_rule(m, m); the candidates'
-// offsets, uniforms and magnitudes of those that fail the guard are compressed into the candidate arrays.
+// |g| joins the running maximum m before the group is decided with make_rule(m, m); the offsets,
+// uniforms and magnitudes of the candidates that fail the guard are compressed into the candidate arrays.
 void avx512_encode_2bit_running(const float* g, std::size_t begin, std::size_t end, float guard, const StreamKey& key,
                                 std::uint8_t* body, std::uint32_t* cand_pos, std::uint32_t* cand_u, float* cand_a,
                                 RunningPass* st) {
