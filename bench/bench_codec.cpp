@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -130,13 +131,18 @@ void BM_Roofline_RunningInCache(benchmark::State& state, std::size_t set_index) 
   const std::size_t n = 1 << 14;
   auto g = gradient(n);
   std::vector<std::uint8_t> body(n / 4);
-  std::vector<std::uint32_t> cu(n + tg::cpu::kCandidateSlack);
+  std::vector<std::uint32_t> cp(n + tg::cpu::kCandidateSlack), cu(n + tg::cpu::kCandidateSlack);
   std::vector<float> ca(n + tg::cpu::kCandidateSlack);
+  // as the codec runs it: the running maximum seeded from one element per 16384 (here g[0] alone), the
+  // guard twice that
+  const float seed = std::fabs(g[0]);
   std::uint32_t step = 0;
   LoopTimer t;
   for (auto _ : state) {
     tg::cpu::RunningPass st;
-    set.kernels()->encode_2bit_running(g.data(), 0, n, {1, 0, 0, step++}, body.data(), cu.data(), ca.data(), &st);
+    st.m = seed;
+    set.kernels()->encode_2bit_running(g.data(), 0, n, 2.0f * seed, {1, 0, 0, step++}, body.data(), cp.data(),
+                                       cu.data(), ca.data(), &st);
     benchmark::DoNotOptimize(body.data());
   }
   double cpu, wall;

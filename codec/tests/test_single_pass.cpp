@@ -1,9 +1,12 @@
 // terngrad-bench: exactness of the optimized codec's fewer-pass encodes against the reference, at inputs
 // chosen to stress them:
-//  * the single-pass encode (decisions with the running maximum, candidates re-decided once the scalar
-//    is known): all-equal magnitudes, the maximum at the last element, a maximum rising through the
-//    whole tensor (candidates outgrow the buffer: the redo path), denormals, zeros, the maximum in
-//    another thread's part;
+//  * the single-pass encode (running maximum seeded from a strided sample, decisions with it,
+//    candidates not covered by their piece's guard stored and re-decided once the scalar is known,
+//    pieces whose guard lies below the scalar encoded again): all-equal magnitudes, the maximum at the
+//    first element (sampled) and at the last one (every piece unguarded: the redo path), a maximum
+//    rising by more than the guard's factor several times, a maximum rising through the whole tensor
+//    (candidates outgrow the buffer: the fallback), denormals, zeros, the maximum in another thread's
+//    part, sizes off every multiple of 4, 16, 64 and of the sample stride;
 //  * the fused clipping statistics (clip bound pinned from shifted sums, canonical sigma pass
 //    otherwise): a large offset (bound not pinned: the fallback), tiny and zero variance, huge dynamic
 //    range; the same statistics through tensor_stats, and encode_with_scalar with them.
@@ -11,6 +14,7 @@
 // and takes the single pass at every size.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -37,7 +41,8 @@ std::vector<float> random_signs(std::size_t n, float magnitude, std::uint64_t se
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (std::size_t n : {std::size_t{1}, std::size_t{63}, std::size_t{64}, std::size_t{65}, std::size_t{65537},
+  for (std::size_t n : {std::size_t{1}, std::size_t{3}, std::size_t{17}, std::size_t{63}, std::size_t{64},
+                        std::size_t{65}, std::size_t{1029}, std::size_t{65537}, std::size_t{131075},
                         std::size_t{200003}}) {
     const std::string at = " n=" + std::to_string(n);
     out.push_back({"all equal magnitudes" + at, random_signs(n, 0.75f, n)});
@@ -68,6 +73,19 @@ std::vector<Case> cases() {
     for (std::size_t k = 0; k < n; ++k) range[k] *= std::ldexp(1.0f, int(k % 120) - 60);
     out.push_back({"huge dynamic range" + at, range});
     out.push_back({"awkward" + at, tg::test::awkward(n, n + 5)});
+    // The maximum rises by a factor 3 (more than the guard's factor, 2) at four points that are not
+    // piece boundaries: every piece before the last rise has a guard below the scalar.
+    auto steps = tg::test::gaussian(n, n + 7);
+    for (std::size_t k = 0; k < n; ++k) steps[k] *= std::pow(3.0f, static_cast<float>((5 * k) / n));
+    out.push_back({"max rising by 3x four times" + at, steps});
+    // The same, the rises 1.45x (inside the guard): later pieces are covered, their candidates re-decided.
+    auto mild = tg::test::gaussian(n, n + 8);
+    for (std::size_t k = 0; k < n; ++k) mild[k] *= std::pow(1.45f, static_cast<float>((5 * k) / n));
+    out.push_back({"max rising by 1.45x four times" + at, mild});
+    // The maximum at a sampled element (every 1024th) other than the first: the seed is the scalar.
+    auto sampled = tg::test::gaussian(n, n + 9);
+    sampled[(n - 1) / 1024 * 1024] = -25.0f;
+    out.push_back({"max at the last sampled element" + at, sampled});
   }
   // The maximum in the second of two parts, after part one settled on a smaller one.
   auto split = tg::test::gaussian(300000, 11);
@@ -138,11 +156,16 @@ TEST(FewerPassEncode, TensorStatsAndEncodeWithThemMatchReference) {
       }
 }
 
-// Many streams over one gaussian tensor: the candidates each stream drops differ, so the re-check's
-// walk over the codes meets drops in every position of its 32-code words and across its batches.
+// Many streams over one gaussian tensor: the candidates each stream drops differ, so the re-check
+// clears codes at every position of a byte and in every piece.
 TEST(FewerPassEncode, SameBytesAsReferenceOverManySteps) {
   auto g = tg::test::gaussian(150001, 99);
-  g[149000] = 9.0f;  // the maximum late: most candidates are re-decided
+  float rest = 0.0f;
+  for (float x : g) rest = std::max(rest, std::fabs(x));
+  // the maximum late and not sampled, 1.2x the rest: within the guard of the pieces whose running
+  // maximum reached 1.2 rest / kGuard (2, optimized.cpp) at their start, so their stored candidates are
+  // re-decided
+  g[149000] = 1.2f * rest;
   for (const auto& set : tg::cpu::compiled_kernel_sets()) {
     if (!set.cpu_runs()) continue;
     auto codec = tg::cpu::make_optimized_codec_with(2, set.kernels(), 20480, 0);
@@ -150,6 +173,101 @@ TEST(FewerPassEncode, SameBytesAsReferenceOverManySteps) {
       tg::StreamKey key{42, 0, 1, step};
       ASSERT_EQ(tg::encode(*codec, g, {}, key), tg::encode(tg::reference_codec(), g, {}, key))
           << set.name << " step=" << step;
+    }
+  }
+}
+
+// The single pass's seed skips non-finite sampled values and the pass reports the first one: a NaN or
+// an infinity at a sampled element (every 1024th), just before and just after one, and past the last
+// sampled element, with a later bad value in another part and a large finite maximum before it; every
+// kernel set, 1 and 3 parts. The error is the default path's: the first bad index.
+TEST(FewerPassEncode, NonFiniteAroundSampledPositionsNamesTheFirst) {
+  const std::size_t n = 70001;  // sampled: 0, 1024, ..., 69632
+  const float bad_values[] = {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()};
+  for (std::size_t at : {std::size_t{0}, std::size_t{1023}, std::size_t{1024}, std::size_t{1025},
+                         std::size_t{20480}, std::size_t{40961}, std::size_t{69632}, std::size_t{69633}, n - 1})
+    for (float v : bad_values) {
+      auto g = tg::test::gaussian(n, at);
+      g[at] = v;
+      if (at + 1 < n) g[n - 1] = std::numeric_limits<float>::quiet_NaN();  // a later one: not named
+      if (at > 2048) g[2048] = 1e30f;                                        // a sampled maximum before it
+      for (const auto& set : tg::cpu::compiled_kernel_sets()) {
+        if (!set.cpu_runs()) continue;
+        for (unsigned threads : {1u, 3u}) {
+          auto codec = tg::cpu::make_optimized_codec_with(threads, set.kernels(), 20480, 0);
+          try {
+            tg::encode(*codec, g, {}, {1, 0, 9, 0});
+            ADD_FAILURE() << set.name << " at=" << at << ": no error";
+          } catch (const tg::NonFiniteError& e) {
+            EXPECT_EQ(e.index(), at) << set.name << " threads=" << threads;
+          }
+        }
+      }
+    }
+}
+
+// The kernel contract of encode_2bit_running (kernels.hpp), element by element against the rules of
+// tg/element.hpp: with the running maximum already at max |g| (so it never rises), the codes are those
+// of make_rule(m, m), and the stored candidates are exactly those kept under m and not under the guard
+// R, in element order, with their offsets from begin, uniforms and magnitudes; the state's count,
+// settled and m. Every kernel set, guards below, at and above m (R = 0: every candidate stored), a
+// range starting past 0 and sizes off the kernels' widths.
+TEST(FewerPassEncode, RunningKernelStoresExactlyTheUnguardedCandidates) {
+  const tg::StreamKey key{99, 1, 2, 3};
+  for (std::size_t len : {std::size_t{1}, std::size_t{31}, std::size_t{64}, std::size_t{97}, std::size_t{5003}}) {
+    const std::size_t begin = 148;  // a multiple of 4, not of 8, 32 or 64
+    auto g = tg::test::gaussian(begin + len, len);
+    float m = 0.0f;
+    for (std::size_t k = begin; k < begin + len; ++k) m = std::max(m, std::fabs(g[k]));
+    for (float guard : {0.0f, m, 1.5f * m, 2.0f * m}) {
+      const tg::ScalarRule rule = tg::make_rule(m, m), at_guard = tg::make_rule(guard, guard);
+      std::vector<std::uint32_t> want_pos, want_u;
+      std::vector<float> want_a;
+      std::vector<std::uint8_t> want_body((begin + len + 3) / 4, 0);
+      std::size_t candidates = 0;
+      for (std::size_t k = begin; k < begin + len; ++k) {
+        const std::uint32_t u = tg::philox_block(key, static_cast<std::uint32_t>(k / 4)).v[k % 4];
+        const int trit = tg::ternarize_element(g[k], rule, u);
+        want_body[k / 4] = static_cast<std::uint8_t>(want_body[k / 4] | (tg::code_2bit(trit) << (2 * (k % 4))));
+        candidates += trit != 0 ? 1 : 0;
+        if (trit != 0 && !tg::keep(g[k], at_guard, u)) {
+          want_pos.push_back(static_cast<std::uint32_t>(k - begin));
+          want_u.push_back(u);
+          want_a.push_back(std::fabs(g[k]));
+        }
+      }
+      // the cases exercise what they name: R = 0 stores every candidate; at len 5003, R = 1.5 m stores
+      // some candidates and not others
+      if (guard == 0.0f) {
+        ASSERT_EQ(want_pos.size(), candidates);
+      }
+      if (len == 5003 && guard == 1.5f * m) {
+        ASSERT_TRUE(!want_pos.empty() && want_pos.size() < candidates);
+      }
+      for (const auto& set : tg::cpu::compiled_kernel_sets()) {
+        if (!set.cpu_runs()) continue;
+        const std::string at = std::string(set.name) + " len=" + std::to_string(len) + " guard/m=" +
+                               std::to_string(m > 0 ? guard / m : 0.0f);
+        const std::size_t cap = len + tg::cpu::kCandidateSlack + 5;
+        std::vector<std::uint32_t> pos(cap, 0xdeadbeefu), us(cap);
+        std::vector<float> as(cap);
+        std::vector<std::uint8_t> body(want_body.size(), 0);
+        tg::cpu::RunningPass st;
+        st.m = m;
+        st.count = 5;  // appends after what is there
+        set.kernels()->encode_2bit_running(g.data(), begin, begin + len, guard, key, body.data(), pos.data(), us.data(),
+                                           as.data(), &st);
+        ASSERT_EQ(st.first_bad, tg::cpu::kNoBadIndex) << at;
+        ASSERT_EQ(st.m, m) << at;
+        ASSERT_EQ(st.settled, 0u) << at;
+        ASSERT_EQ(st.count, 5 + want_pos.size()) << at;
+        ASSERT_EQ(std::vector<std::uint8_t>(body.begin() + begin / 4, body.end()),
+                  std::vector<std::uint8_t>(want_body.begin() + begin / 4, want_body.end()))
+            << at;
+        ASSERT_EQ(std::vector<std::uint32_t>(pos.begin() + 5, pos.begin() + 5 + want_pos.size()), want_pos) << at;
+        ASSERT_EQ(std::vector<std::uint32_t>(us.begin() + 5, us.begin() + 5 + want_u.size()), want_u) << at;
+        ASSERT_EQ(std::vector<float>(as.begin() + 5, as.begin() + 5 + want_a.size()), want_a) << at;
+      }
     }
   }
 }

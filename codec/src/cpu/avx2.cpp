@@ -281,15 +281,19 @@ const std::array<std::array<std::uint32_t, 8>, 256>& compress_table() {
 
 // Single-pass 2bit encode (Kernels::encode_2bit_running), 32 elements per group: the group's max |g|
 // joins the running maximum m before the group is decided with make_rule(m, m) (|g| <= m = cap, so the
-// decision is keep8's); the candidates' uniforms and magnitudes are moved to the front of their vector
-// by a lane permutation and stored whole (the slack holds what lies past count). The tail of fewer than
-// 32 elements runs the scalar loop with the same state.
-void avx2_encode_2bit_running(const float* g, std::size_t begin, std::size_t end, const StreamKey& key,
-                              std::uint8_t* body, std::uint32_t* cand_u, float* cand_a, RunningPass* st) {
+// decision is keep8's); the same keep8 with the guard's scale marks the candidates that need no
+// re-check (min(|g|, m) = |g|). The stored candidates' offsets, uniforms and magnitudes are moved to
+// the front of their vector by a lane permutation and stored whole (the slack holds what lies past
+// count). The tail of fewer than 32 elements runs the scalar loop with the same state.
+void avx2_encode_2bit_running(const float* g, std::size_t begin, std::size_t end, float guard, const StreamKey& key,
+                              std::uint8_t* body, std::uint32_t* cand_pos, std::uint32_t* cand_u, float* cand_a,
+                              RunningPass* st) {
   const Tables& t = tables();
   const auto& perm = compress_table();
   const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
   const __m256i max_finite = _mm256_set1_epi32(0x7f7fffff);
+  const __m256i lane_ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256d guard_scale = _mm256_set1_pd(make_rule(guard, guard).scale);
   float m = st->m;
   std::uint32_t mbits;
   std::memcpy(&mbits, &m, 4);
@@ -334,45 +338,43 @@ void avx2_encode_2bit_running(const float* g, std::size_t begin, std::size_t end
     std::uint64_t out = 0;
     for (int v = 0; v < 4; ++v) {
       unsigned keep = keep8(_mm256_castsi256_ps(raw[v]), u[v], cap, scale);
+      unsigned sure = keep8(_mm256_castsi256_ps(raw[v]), u[v], cap, guard_scale);
       unsigned neg = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(raw[v])));
       std::uint64_t codes = t.spread[keep & ~neg & 0xff] | (std::uint64_t{t.spread[keep & neg]} << 1);
       out |= codes << (16 * v);
-      const __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(perm[keep].data()));
+      const unsigned store = keep & ~sure;
+      const __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(perm[store].data()));
+      const __m256i pos = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(k - begin + 8 * v)), lane_ids);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(cand_pos + count), _mm256_permutevar8x32_epi32(pos, p));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(cand_u + count), _mm256_permutevar8x32_epi32(u[v], p));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(cand_a + count), _mm256_permutevar8x32_epi32(a[v], p));
-      count += static_cast<std::size_t>(__builtin_popcount(keep));
+      count += static_cast<std::size_t>(__builtin_popcount(store));
     }
     std::memcpy(body + k / 4, &out, 8);
   }
   st->m = m;
   st->count = count;
-  if (k < end) encode_2bit_running_scalar(g, k, end, key, body, cand_u, cand_a, st);
+  if (k < end) {  // the scalar tail stores offsets from its own start: shift them to this range's
+    const std::size_t before = st->count;
+    encode_2bit_running_scalar(g, k, end, guard, key, body, cand_pos, cand_u, cand_a, st);
+    for (std::size_t c = before; c < st->count; ++c) cand_pos[c] += static_cast<std::uint32_t>(k - begin);
+  }
 }
 
-// Kernels::recheck_2bit: the decisions 8 candidates at a time (keep8 on the stored |g|), then the walk
-// over the codes that clears the dropped ones (clear_candidate_codes, a popcount per 32-code word).
-void avx2_recheck_2bit(std::uint8_t* body, std::size_t begin, std::size_t end, const std::uint32_t* cand_u,
-                       const float* cand_a, std::size_t limit, const ScalarRule& rule) {
-  constexpr std::size_t kBatch = 1024;
-  std::size_t drops[kBatch];
+// Kernels::recheck_2bit: the decisions 8 candidates at a time (keep8 on the stored |g|), then the
+// dropped ones' codes cleared one at a time.
+void avx2_recheck_2bit(std::uint8_t* body, std::size_t base, const std::uint32_t* cand_pos, const std::uint32_t* cand_u,
+                       const float* cand_a, std::size_t count, const ScalarRule& rule) {
   const __m256 cap = _mm256_set1_ps(rule.cap);
   const __m256d scale = _mm256_set1_pd(rule.scale);
-  CodeWalk walk;
-  for (std::size_t c0 = 0; c0 < limit; c0 += kBatch) {
-    std::size_t nd = 0, c1 = std::min(limit, c0 + kBatch), c = c0;
-    for (; c + 8 <= c1; c += 8) {
-      __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cand_u + c));
-      unsigned keep = keep8(_mm256_loadu_ps(cand_a + c), u, cap, scale);
-      for (unsigned drop = ~keep & 0xffu; drop; drop &= drop - 1)
-        drops[nd++] = c + static_cast<std::size_t>(__builtin_ctz(drop));
-    }
-    for (; c < c1; ++c) {
-      drops[nd] = c;
-      nd += keep(cand_a[c], rule, cand_u[c]) ? 0 : 1;
-    }
-    clear_candidate_codes(body + begin / 4, (end - begin + 3) / 4, drops, nd, &walk,
-                          [](std::uint64_t w) { return __builtin_popcountll(w); });
+  std::size_t c = 0;
+  for (; c + 8 <= count; c += 8) {
+    __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cand_u + c));
+    unsigned keep = keep8(_mm256_loadu_ps(cand_a + c), u, cap, scale);
+    for (unsigned drop = ~keep & 0xffu; drop; drop &= drop - 1)
+      clear_code_2bit(body, base + cand_pos[c + static_cast<std::size_t>(__builtin_ctz(drop))]);
   }
+  recheck_2bit_scalar(body, base, cand_pos + c, cand_u + c, cand_a + c, count - c, rule);
 }
 
 // Clipping statistics (Kernels::chunk_stats) in one read of each chunk: the canonical total (lanes 0-3

@@ -324,11 +324,14 @@ std::size_t avx512_decode_2bit(const std::uint8_t* body, std::size_t n, std::siz
 }
 
 // Single-pass 2bit encode (Kernels::encode_2bit_running), 64 elements per group: the group's max
-// |g| joins the running maximum m before the group is decided with make_rule(m, m); the candidates'
-// uniforms and magnitudes are compressed into the candidate arrays.
-void avx512_encode_2bit_running(const float* g, std::size_t begin, std::size_t end, const StreamKey& key,
-                                std::uint8_t* body, std::uint32_t* cand_u, float* cand_a, RunningPass* st) {
+// |g| joins the running maximum m before the group is decided with make_rule(m, m); the offsets,
+// uniforms and magnitudes of the candidates that fail the guard are compressed into the candidate arrays.
+void avx512_encode_2bit_running(const float* g, std::size_t begin, std::size_t end, float guard, const StreamKey& key,
+                                std::uint8_t* body, std::uint32_t* cand_pos, std::uint32_t* cand_u, float* cand_a,
+                                RunningPass* st) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i lane_ids = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512d guard_scale = _mm512_set1_pd(make_rule(guard, guard).scale);
   const __m512i max_finite = _mm512_set1_epi32(0x7f7fffff);
   const Philox16 philox(key);
   float m = st->m;
@@ -371,79 +374,59 @@ void avx512_encode_2bit_running(const float* g, std::size_t begin, std::size_t e
     __m512i x[4], u[4];
     philox.blocks(static_cast<std::uint32_t>(k / 4), x);
     to_element_order(x, u);
+    std::uint32_t line[4] = {0, 0, 0, 0};  // the group's 16 body bytes
     for (int v = 0; v < 4; ++v) {
       std::size_t lane0 = 16 * static_cast<std::size_t>(v);
       if (n <= lane0) break;
       // |g| <= m, so min(|g|, cap = m) = |g|: keep <=> (double)u < (double)|g| * 2^32/m
       __m512 af = _mm512_castsi512_ps(a[v]);
-      __m512d plo = _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(af)), scale);
-      __m512d phi = _mm512_mul_pd(
-          _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(af), 1))), scale);
+      const __m512d alo = _mm512_cvtps_pd(_mm512_castps512_ps256(af));
+      const __m512d ahi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(af), 1)));
       __m512d ulo = _mm512_cvtepu32_pd(_mm512_castsi512_si256(u[v]));
       __m512d uhi = _mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(u[v], 1));
-      unsigned keep = _mm512_cmp_pd_mask(ulo, plo, _CMP_LT_OQ) | (_mm512_cmp_pd_mask(uhi, phi, _CMP_LT_OQ) << 8);
+      unsigned keep = _mm512_cmp_pd_mask(ulo, _mm512_mul_pd(alo, scale), _CMP_LT_OQ) |
+                      (_mm512_cmp_pd_mask(uhi, _mm512_mul_pd(ahi, scale), _CMP_LT_OQ) << 8);
+      // kept under every final scalar <= guard: no re-check
+      unsigned sure = _mm512_cmp_pd_mask(ulo, _mm512_mul_pd(alo, guard_scale), _CMP_LT_OQ) |
+                      (_mm512_cmp_pd_mask(uhi, _mm512_mul_pd(ahi, guard_scale), _CMP_LT_OQ) << 8);
       unsigned neg = _mm512_cmplt_epi32_mask(raw[v], _mm512_setzero_si512());
-      std::uint32_t codes = _pdep_u32(keep & ~neg, 0x55555555u) | _pdep_u32(keep & neg, 0xAAAAAAAAu);
-      std::size_t elements = std::min<std::size_t>(16, n - lane0);
-      std::memcpy(body + k / 4 + 4 * v, &codes, (elements + 3) / 4);
-      // candidates: full-vector stores of the compressed lanes (the slack holds what lies past count)
-      __mmask16 kk = static_cast<__mmask16>(keep);
-      _mm512_storeu_si512(cand_u + count, _mm512_maskz_compress_epi32(kk, u[v]));
-      _mm512_storeu_si512(cand_a + count, _mm512_maskz_compress_epi32(kk, a[v]));
-      count += static_cast<std::size_t>(__builtin_popcount(keep));
+      line[v] = _pdep_u32(keep & ~neg, 0x55555555u) | _pdep_u32(keep & neg, 0xAAAAAAAAu);
+      // candidates: the stored lanes' indexes compressed once, the three arrays gathered with them and
+      // stored as full vectors (the slack holds what lies past count)
+      const unsigned store = keep & ~sure;
+      const __m512i idx = _mm512_maskz_compress_epi32(static_cast<__mmask16>(store), lane_ids);
+      _mm512_storeu_si512(cand_pos + count,
+                          _mm512_add_epi32(idx, _mm512_set1_epi32(static_cast<int>(k - begin + lane0))));
+      _mm512_storeu_si512(cand_u + count, _mm512_permutexvar_epi32(idx, u[v]));
+      _mm512_storeu_si512(cand_a + count, _mm512_permutexvar_epi32(idx, a[v]));
+      count += static_cast<std::size_t>(__builtin_popcount(store));
     }
+    if (n == 64)
+      std::memcpy(body + k / 4, line, 16);  // one store (a variable length would copy byte by byte)
+    else
+      std::memcpy(body + k / 4, line, (n + 3) / 4);
   }
   st->m = m;
   st->count = count;
 }
 
-// Kernels::recheck_2bit: the decisions 16 candidates at a time; the walk over the codes counts the
-// candidates of each 32-code word with POPCNT and finds a dropped one's code with PDEP (every CPU with
-// AVX-512F has POPCNT; this set requires BMI2).
-__attribute__((target("popcnt"))) void avx512_recheck_2bit(std::uint8_t* body, std::size_t begin, std::size_t end,
-                                                           const std::uint32_t* cand_u, const float* cand_a,
-                                                           std::size_t limit, const ScalarRule& rule) {
-  constexpr std::size_t kBatch = 1024;
-  std::size_t drops[kBatch + 16];
-  std::uint8_t* bytes = body + begin / 4;
-  const std::size_t nbytes = (end - begin + 3) / 4;
-  std::size_t word = 0, ordinal = 0;  // current word (byte offset) and the ordinal of its first candidate
-  std::uint64_t cleared = 0;          // codes of the current word cleared so far (they still count)
+// Kernels::recheck_2bit: the decisions 16 candidates at a time, then the dropped ones' codes cleared
+// one at a time.
+void avx512_recheck_2bit(std::uint8_t* body, std::size_t base, const std::uint32_t* cand_pos,
+                         const std::uint32_t* cand_u, const float* cand_a, std::size_t count, const ScalarRule& rule) {
   const __m512d scale = _mm512_set1_pd(rule.scale);
   const __m512 cap = _mm512_set1_ps(rule.cap);
-  for (std::size_t c0 = 0; c0 < limit; c0 += kBatch) {
-    std::size_t nd = 0, c1 = std::min(limit, c0 + kBatch);
-    for (std::size_t c = c0; c < c1; c += 16) {
-      __mmask16 m = first_lanes(c1 - c);
-      __m512i u = _mm512_maskz_loadu_epi32(m, cand_u + c);
-      __m512 a = _mm512_min_ps(_mm512_maskz_loadu_ps(m, cand_a + c), cap);
-      __m512d plo = _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(a)), scale);
-      __m512d phi = _mm512_mul_pd(
-          _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1))), scale);
-      unsigned keep = _mm512_cmp_pd_mask(_mm512_cvtepu32_pd(_mm512_castsi512_si256(u)), plo, _CMP_LT_OQ) |
-                      (_mm512_cmp_pd_mask(_mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(u, 1)), phi, _CMP_LT_OQ) << 8);
-      for (unsigned drop = m & ~keep; drop; drop &= drop - 1) drops[nd++] = c + static_cast<std::size_t>(__builtin_ctz(drop));
-    }
-    std::size_t next = 0;
-    while (next < nd && word < nbytes) {
-      std::size_t len = std::min<std::size_t>(8, nbytes - word);
-      std::uint64_t w = 0;
-      std::memcpy(&w, bytes + word, len);
-      std::uint64_t nz = ((w | (w >> 1)) & 0x5555555555555555ull) | cleared;  // low bit of each candidate's code
-      std::size_t cnt = static_cast<std::size_t>(_mm_popcnt_u64(nz));
-      if (drops[next] >= ordinal + cnt) {
-        ordinal += cnt;
-        word += 8;
-        cleared = 0;
-        continue;
-      }
-      for (; next < nd && drops[next] < ordinal + cnt; ++next) {
-        std::uint64_t bit = _pdep_u64(std::uint64_t{1} << (drops[next] - ordinal), nz);
-        w &= ~(bit * 3);
-        cleared |= bit;
-      }
-      std::memcpy(bytes + word, &w, len);  // stays on this word: the next batch's drops may lie in it too
-    }
+  for (std::size_t c = 0; c < count; c += 16) {
+    __mmask16 m = first_lanes(count - c);
+    __m512i u = _mm512_maskz_loadu_epi32(m, cand_u + c);
+    __m512 a = _mm512_min_ps(_mm512_maskz_loadu_ps(m, cand_a + c), cap);
+    __m512d plo = _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(a)), scale);
+    __m512d phi = _mm512_mul_pd(
+        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1))), scale);
+    unsigned keep = _mm512_cmp_pd_mask(_mm512_cvtepu32_pd(_mm512_castsi512_si256(u)), plo, _CMP_LT_OQ) |
+                    (_mm512_cmp_pd_mask(_mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(u, 1)), phi, _CMP_LT_OQ) << 8);
+    for (unsigned drop = m & ~keep; drop; drop &= drop - 1)
+      clear_code_2bit(body, base + cand_pos[c + static_cast<std::size_t>(__builtin_ctz(drop))]);
   }
 }
 

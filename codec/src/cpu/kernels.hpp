@@ -21,10 +21,11 @@ inline constexpr std::size_t kNoBadIndex = static_cast<std::size_t>(-1);
 // State of the single-pass 2bit encode over one range (encode_2bit_running), carried from one call
 // to the next on consecutive pieces of the range.
 struct RunningPass {
-  float m = 0.0f;                       // in: max |g| of the range so far; out: including this piece
+  float m = 0.0f;                       // in: max |g| so far (the caller may seed it with any value <= the
+                                        // final scalar); out: including this piece
   std::size_t first_bad = kNoBadIndex;  // out: first non-finite element (the kernel stops there)
-  std::size_t count = 0;                // in/out: candidates written so far
-  std::size_t settled = 0;              // out: candidates [settled, count) were decided with m's final value
+  std::size_t count = 0;                // in/out: candidates stored so far (those that fail the guard)
+  std::size_t settled = 0;              // out: stored candidates [settled, count) were decided with m's final value
 };
 
 // Extra candidate slots a kernel may write past count (full-vector stores of compressed lanes).
@@ -60,19 +61,24 @@ struct Kernels {
   std::size_t (*unpack_base3)(const std::uint8_t* body, std::size_t n, std::size_t b0, std::size_t b1,
                               std::int8_t* trits);
   // Single-pass 2bit encode of [begin, end) (begin a multiple of 4), without a known scalar: each
-  // group of elements is decided with the running maximum m (max |g| of the range up to and
-  // including the group) under the rule make_rule(m, m). Since the final scalar s >= m, every element
-  // s keeps is kept here (the decision is monotone in the scale 2^32/m): these are the candidates. The
-  // kernel writes their codes to body and appends, in element order, their uniform u and |g| to
-  // cand_u / cand_a at st->count (capacity st->count + (end - begin) + kCandidateSlack), so the caller
-  // re-decides them exactly once s is known. It stops at the first non-finite value (st->first_bad).
-  void (*encode_2bit_running)(const float* g, std::size_t begin, std::size_t end, const StreamKey& key,
-                              std::uint8_t* body, std::uint32_t* cand_u, float* cand_a, RunningPass* st);
-  // After the single-pass encode: re-decides the first `limit` candidates of the range [begin, end)
-  // (stored by encode_2bit_running, the i-th one being the i-th nonzero code of the range) with the
-  // final rule, and clears the codes of those it does not keep.
-  void (*recheck_2bit)(std::uint8_t* body, std::size_t begin, std::size_t end, const std::uint32_t* cand_u,
-                       const float* cand_a, std::size_t limit, const ScalarRule& rule);
+  // group of elements is decided with the running maximum m (st->m, then max |g| of the range up to
+  // and including the group) under the rule make_rule(m, m). Since the final scalar s >= m, every
+  // element s keeps is kept here (the decision is monotone in the scale 2^32/m): these are the
+  // candidates, and the kernel writes their codes to body. A candidate with
+  // (double)u < (double)|g| * make_rule(guard, guard).scale is kept under every final s <= guard
+  // (division and multiplication round monotonically), so it is not stored; every other candidate is
+  // stored, in element order, at st->count: its offset from begin in cand_pos, its uniform u and |g|
+  // (capacity st->count + (end - begin) + kCandidateSlack; end - begin < 2^32). Once s is known, the
+  // caller re-decides the stored ones if s <= guard, and encodes the range again otherwise. It stops
+  // at the first non-finite value (st->first_bad).
+  void (*encode_2bit_running)(const float* g, std::size_t begin, std::size_t end, float guard, const StreamKey& key,
+                              std::uint8_t* body, std::uint32_t* cand_pos, std::uint32_t* cand_u, float* cand_a,
+                              RunningPass* st);
+  // After the single-pass encode: re-decides `count` stored candidates (element base + cand_pos[i],
+  // uniform cand_u[i], magnitude cand_a[i]) with the final rule, and clears the codes of those it does
+  // not keep.
+  void (*recheck_2bit)(std::uint8_t* body, std::size_t base, const std::uint32_t* cand_pos, const std::uint32_t* cand_u,
+                       const float* cand_a, std::size_t count, const ScalarRule& rule);
   // Clipping statistics in one pass over chunks [c0, c1) (chunks of kReduceChunk elements of an
   // n-element tensor): t1[c - c0] = the canonical chunk total of g (as chunk_totals, square = false),
   // q1/q2[c - c0] = sum of (g - shift) and of (g - shift)^2 over the chunk in double (any order, at
@@ -196,11 +202,12 @@ static inline std::size_t decode_2bit_scalar(const std::uint8_t* body, std::size
 }
 
 // Single-pass encode, one element at a time (the portable set; see Kernels::encode_2bit_running).
-static inline void encode_2bit_running_scalar(const float* g, std::size_t begin, std::size_t end,
-                                              const StreamKey& key, std::uint8_t* body, std::uint32_t* cand_u,
-                                              float* cand_a, RunningPass* st) {
+static inline void encode_2bit_running_scalar(const float* g, std::size_t begin, std::size_t end, float guard,
+                                              const StreamKey& key, std::uint8_t* body, std::uint32_t* cand_pos,
+                                              std::uint32_t* cand_u, float* cand_a, RunningPass* st) {
   float m = st->m;
   ScalarRule rule = make_rule(m, m);
+  const double guard_scale = make_rule(guard, guard).scale;
   for (std::size_t b = begin; b < end; b += 4) {
     std::size_t stop = std::min<std::size_t>(end, b + 4);
     std::size_t bad;
@@ -218,9 +225,11 @@ static inline void encode_2bit_running_scalar(const float* g, std::size_t begin,
     unsigned byte = 0;
     for (std::size_t k = b; k < stop; ++k) {
       int trit = ternarize_element(g[k], rule, u.v[k - b]);
-      if (trit != 0) {
+      const float a = abs_float(g[k]);
+      if (trit != 0 && !(static_cast<double>(u.v[k - b]) < static_cast<double>(a) * guard_scale)) {
+        cand_pos[st->count] = static_cast<std::uint32_t>(k - begin);
         cand_u[st->count] = u.v[k - b];
-        cand_a[st->count] = abs_float(g[k]);
+        cand_a[st->count] = a;
         ++st->count;
       }
       byte |= unsigned(code_2bit(trit)) << (2 * (k - b));
@@ -230,56 +239,16 @@ static inline void encode_2bit_running_scalar(const float* g, std::size_t begin,
   st->m = m;
 }
 
-// Walk over the 2bit codes of one range, 32 codes (8 bytes) at a time: clears the codes of the
-// candidates whose ordinals are in drops (increasing), continuing across calls from *walk.
-struct CodeWalk {
-  std::size_t word = 0;        // byte offset of the current word
-  std::size_t ordinal = 0;     // ordinal of its first candidate
-  std::uint64_t cleared = 0;   // low bits of the codes of it cleared so far (they still count)
-};
-template <typename Popcount>
-static inline void clear_candidate_codes(std::uint8_t* bytes, std::size_t nbytes, const std::size_t* drops,
-                                         std::size_t ndrops, CodeWalk* walk, Popcount popcount) {
-  std::size_t next = 0;
-  while (next < ndrops && walk->word < nbytes) {
-    std::size_t len = std::min<std::size_t>(8, nbytes - walk->word);
-    std::uint64_t w = 0;
-    std::memcpy(&w, bytes + walk->word, len);
-    // the low bit of each candidate's code, including those already cleared in this word
-    std::uint64_t nz = ((w | (w >> 1)) & 0x5555555555555555ull) | walk->cleared;
-    std::size_t cnt = static_cast<std::size_t>(popcount(nz));
-    if (walk->ordinal + cnt <= drops[next]) {
-      walk->ordinal += cnt;
-      walk->word += 8;
-      walk->cleared = 0;
-      continue;
-    }
-    for (std::size_t o = walk->ordinal; nz; nz &= nz - 1, ++o)
-      if (next < ndrops && drops[next] == o) {
-        std::uint64_t low = nz & (~nz + 1);
-        w &= ~(low * 3);
-        walk->cleared |= low;
-        ++next;
-      }
-    std::memcpy(bytes + walk->word, &w, len);  // stays on this word: the next batch's drops may lie in it too
-  }
+// Clears the 2bit code of element e.
+static inline void clear_code_2bit(std::uint8_t* body, std::size_t e) {
+  body[e / 4] = static_cast<std::uint8_t>(body[e / 4] & ~(3u << (2 * (e % 4))));
 }
 
-static inline void recheck_2bit_scalar(std::uint8_t* body, std::size_t begin, std::size_t end,
-                                       const std::uint32_t* cand_u, const float* cand_a, std::size_t limit,
+static inline void recheck_2bit_scalar(std::uint8_t* body, std::size_t base, const std::uint32_t* cand_pos,
+                                       const std::uint32_t* cand_u, const float* cand_a, std::size_t count,
                                        const ScalarRule& rule) {
-  constexpr std::size_t kBatch = 1024;
-  std::size_t drops[kBatch];
-  CodeWalk walk;
-  for (std::size_t c0 = 0; c0 < limit; c0 += kBatch) {
-    std::size_t nd = 0, c1 = std::min(limit, c0 + kBatch);
-    for (std::size_t c = c0; c < c1; ++c) {
-      drops[nd] = c;
-      nd += keep(cand_a[c], rule, cand_u[c]) ? 0 : 1;
-    }
-    clear_candidate_codes(body + begin / 4, (end - begin + 3) / 4, drops, nd, &walk,
-                          [](std::uint64_t x) { return __builtin_popcountll(x); });
-  }
+  for (std::size_t c = 0; c < count; ++c)
+    if (!keep(cand_a[c], rule, cand_u[c])) clear_code_2bit(body, base + cand_pos[c]);
 }
 
 // Clipping statistics one element at a time (see Kernels::chunk_stats).

@@ -23,41 +23,74 @@ constexpr std::size_t kAlign = 5 * kReduceChunk;  // 10240: multiple of 4, 5, 8 
 // saves n/2 * 1.2 ns, so it pays from ~50k elements: 204800 per thread keeps a margin of ~4x.
 constexpr std::size_t kMinPerThread = 20 * kAlign;
 // Tensors from this size on take the single-pass encode; smaller ones the two passes (max_abs, then
-// encode_2bit). The single pass reads g once but computes more (candidates stored and re-decided: 1.00
-// against 0.81 ns per element in cache, AVX-512); the two passes read g twice, the second time
-// backwards, so the part of g the last-level cache still holds comes from there. Measured 1 thread, CPU
-// time, with the software prefetch in both (docs/performance.md): the two passes faster from 2^19 to
-// 2^24 (by 1.08-1.45x), either one at 2^25 (1.12x and 1.01x in two runs), the single pass faster at
-// 2^26 (1.30-1.33x), where the cache holds little of g.
-constexpr std::size_t kSinglePassFrom = std::size_t{1} << 26;
+// encode_2bit). The single pass reads g once but computes more (candidates guarded, a few stored and
+// re-decided: ~0.96 against ~0.72 ns per element in cache, AVX-512); the two passes read g twice, the
+// second time backwards, so the part of g the last-level cache still holds comes from there. Measured 1
+// thread, CPU time, interleaved A/B (docs/performance.md, "The single-pass threshold"): the two passes
+// faster at 2^22, either one within the spread at 2^23 and 2^24, the single pass faster at 2^25 (49.6
+// against 54.3 ms, ranges apart) and 2^26 (88.5 against 111.4 ms).
+constexpr std::size_t kSinglePassFrom = std::size_t{1} << 25;
 // Tensors from this size on write the 2bit body with non-temporal stores (Kernels::encode_2bit_stream)
 // in the two-pass encode. Measured 1 thread, CPU time, interleaved A/B (docs/performance.md, "Third
 // round"): 0.97x the time of the cached stores at 2^24 elements, but 1.03x at 2^20 and 1.2x at 2^12,
 // where the CRC32C then reads the body back from memory; 2^21..2^23 not measured.
 constexpr std::size_t kStreamFrom = std::size_t{1} << 24;
-// Pieces of the single-pass encode: candidate buffers grow by at most this many slots per call.
+// Pieces of the single-pass encode: candidate buffers grow by at most this many slots per call, and
+// each piece has its own guard (below). A stored candidate's position is its offset in its piece.
 constexpr std::size_t kPassPiece = 65536;  // multiple of 64 (AVX-512 groups) and 4 (Philox blocks)
+// The single pass starts its running maximum at the maximum of one element per kSeedStride (64 KiB):
+// any element is <= the final scalar s, so this is exact, and with the maximum high from the start
+// few candidates are decided with a maximum far below s. Each sampled element costs a cache and TLB
+// miss: one per 4 KiB took ~1.3 ms at 2^24 elements (perf, ~5% of the encode) and saved one redone
+// piece against one per 64 KiB on the benchmark's gradient (docs/performance.md, "Fourth round").
+constexpr std::size_t kSeedStride = 16384;
+// A piece whose running maximum is m at its start gets the guard R = kGuard * m (as a float): a
+// candidate kept under R is kept under every final s <= R and is not stored. The fraction of the
+// candidates stored is about 1 - m/R; a piece with R < s is encoded again. See encode_single_pass.
+// Measured (docs/performance.md, "Fourth round"): 2 and 1.5 alike at 2^24 and 2^25 elements, 2 faster
+// at 2^26 (88-90 against 102 ms, though it stores more: 0.071 against 0.047 candidates per element).
+constexpr float kGuard = 2.0f;
 
 // Candidate buffers of the single-pass encode, one per part, kept by the calling thread from one
 // encode to the next (a fresh buffer per call would pay a page fault per 4 KiB it touches).
 struct CandidateBuffer {
+  std::unique_ptr<std::uint32_t[]> pos;
   std::unique_ptr<std::uint32_t[]> u;
   std::unique_ptr<float[]> a;
   std::size_t capacity = 0;
   void reserve(std::size_t need, std::size_t used) {
     if (need <= capacity) return;
     std::size_t cap = std::max(need, 2 * capacity);
+    auto np = std::make_unique_for_overwrite<std::uint32_t[]>(cap);
     auto nu = std::make_unique_for_overwrite<std::uint32_t[]>(cap);
     auto na = std::make_unique_for_overwrite<float[]>(cap);
     if (used) {
+      std::memcpy(np.get(), pos.get(), 4 * used);
       std::memcpy(nu.get(), u.get(), 4 * used);
       std::memcpy(na.get(), a.get(), 4 * used);
     }
+    pos = std::move(np);
     u = std::move(nu);
     a = std::move(na);
     capacity = cap;
   }
 };
+
+// max |g| over g[0], g[stride], g[2 stride], ..., non-finite values skipped (the pass that follows
+// finds and reports them).
+float strided_max(std::span<const float> g, std::size_t stride) {
+  float m = 0.0f;
+  for (std::size_t k = 0; k < g.size(); k += stride) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &g[k], 4);
+    bits &= 0x7fffffffu;
+    if (bits >= 0x7f800000u) continue;
+    float a;
+    std::memcpy(&a, &bits, 4);
+    m = std::max(m, a);
+  }
+  return m;
+}
 
 // The clip bound static_cast<float>(c * sigma) of the canonical sigma (tg/reduce.hpp), found
 // without the canonical second pass when that is possible: from the canonical mean and the shifted
@@ -229,28 +262,43 @@ class OptimizedCodec final : public Codec {
     return std::max<std::size_t>(1, std::min<std::size_t>(threads_, units / std::max<std::size_t>(1, min_per_part)));
   }
 
-  // Single-pass 2bit encode with the tensor's own scalar s = max |g| and no clipping. Each part decides
+  // Single-pass 2bit encode with the tensor's own scalar s = max |g| and no clipping. The running
+  // maximum starts at the maximum of a strided sample (strided_max: <= s, so exact). Each part decides
   // its elements with its running maximum (Kernels::encode_2bit_running), which keeps a superset of
-  // what s keeps; once s is known, the candidates decided before a part's maximum reached s are
-  // decided again with the exact rule and the codes of those s drops are cleared. A part whose
-  // candidates outgrow half its elements stops collecting them: the rest of it is only scanned for its
-  // maximum and encoded again with the exact rule afterwards.
+  // what s keeps, in pieces of kPassPiece elements; a piece whose running maximum is m at its start
+  // gets the guard R = kGuard * m, and only its candidates not kept under R are stored. Once s is
+  // known:
+  //  * the pieces with R < s are not covered by their guard: they are encoded again with the exact
+  //    rule (their stored candidates are skipped). R only rises, so they are a prefix of the part;
+  //  * in the other pieces the stored candidates decided before the part's maximum reached s are
+  //    decided again with the exact rule and the codes of those s drops are cleared.
+  // A part whose stored candidates outgrow half its elements stops collecting them: the rest of it is
+  // only scanned for its maximum and encoded again with the exact rule afterwards.
   ScalarRule encode_single_pass(std::span<const float> g, const StreamKey& key, std::span<std::uint8_t> body) const {
     const std::size_t n = g.size();
     const std::size_t parts = parts_for(n, min_per_thread_);
     thread_local std::vector<CandidateBuffer> mine;
     std::vector<CandidateBuffer>& buffers = mine;  // the calling thread's: the name means the worker's own in a worker
     if (buffers.size() < parts) buffers.resize(parts);
+    struct Piece {
+      std::size_t begin;  // first element
+      float guard;        // R
+      std::size_t first;  // its first stored candidate
+    };
     struct Part {
       cpu::RunningPass st;
       std::size_t begin = 0, end = 0, redo_from = 0;  // redo_from < end: [redo_from, end) encoded afterwards
+      std::vector<Piece> pieces;                      // the pieces encode_2bit_running saw, in order
     };
+    const float seed = strided_max(g, kSeedStride);
     std::vector<Part> res(parts);
     parallel_ranges(n, kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t p) {
       Part& r = res[p];
       CandidateBuffer& buf = buffers[p];
       r.begin = b;
       r.end = r.redo_from = e;
+      r.st.m = seed;
+      r.pieces.reserve((e - b) / kPassPiece + 1);
       const std::size_t most = (e - b) / 2 + kPassPiece;
       for (std::size_t pb = b; pb < e; pb += kPassPiece) {
         std::size_t pe = std::min(e, pb + kPassPiece);
@@ -264,7 +312,10 @@ class OptimizedCodec final : public Codec {
           break;
         }
         buf.reserve(r.st.count + (pe - pb) + cpu::kCandidateSlack, r.st.count);
-        kernels_->encode_2bit_running(g.data(), pb, pe, key, body.data(), buf.u.get(), buf.a.get(), &r.st);
+        const float guard = kGuard * r.st.m;
+        r.pieces.push_back({pb, guard, r.st.count});
+        kernels_->encode_2bit_running(g.data(), pb, pe, guard, key, body.data(), buf.pos.get(), buf.u.get(),
+                                      buf.a.get(), &r.st);
         if (r.st.first_bad != cpu::kNoBadIndex) break;
       }
     });
@@ -275,8 +326,21 @@ class OptimizedCodec final : public Codec {
     const ScalarRule rule = make_rule(s, s);
     for (std::size_t p = 0; p < parts; ++p) {
       const Part& r = res[p];
-      std::size_t limit = r.st.m == s ? r.st.settled : r.st.count;
-      kernels_->recheck_2bit(body.data(), r.begin, r.redo_from, buffers[p].u.get(), buffers[p].a.get(), limit, rule);
+      const CandidateBuffer& buf = buffers[p];
+      // the first piece covered by its guard (the guards rise with the running maximum)
+      std::size_t i = 0;
+      while (i < r.pieces.size() && r.pieces[i].guard < s) ++i;
+      const std::size_t covered_from = i < r.pieces.size() ? r.pieces[i].begin : r.redo_from;
+      const std::size_t limit = r.st.m == s ? r.st.settled : r.st.count;
+      for (; i < r.pieces.size(); ++i) {
+        const std::size_t c0 = r.pieces[i].first;
+        if (c0 >= limit) break;  // the rest were decided with s
+        const std::size_t c1 = std::min(limit, i + 1 < r.pieces.size() ? r.pieces[i + 1].first : r.st.count);
+        if (c0 < c1)
+          kernels_->recheck_2bit(body.data(), r.pieces[i].begin, buf.pos.get() + c0, buf.u.get() + c0,
+                                 buf.a.get() + c0, c1 - c0, rule);
+      }
+      if (r.begin < covered_from) kernels_->encode_2bit(g.data(), r.begin, covered_from, rule, key, body.data());
       if (r.redo_from < r.end) kernels_->encode_2bit(g.data(), r.redo_from, r.end, rule, key, body.data());
     }
     return rule;
