@@ -26,10 +26,12 @@ constexpr std::size_t kMinPerThread = 20 * kAlign;
 // encode_2bit). The single pass reads g once but computes more (candidates guarded, a few stored and
 // re-decided: ~0.96 against ~0.72 ns per element in cache, AVX-512); the two passes read g twice, the
 // second time backwards, so the part of g the last-level cache still holds comes from there. Measured 1
-// thread, CPU time, interleaved A/B (docs/performance.md, "The single-pass threshold"): the two passes
-// faster at 2^22, either one within the spread at 2^23 and 2^24, the single pass faster at 2^25 (49.6
-// against 54.3 ms, ranges apart) and 2^26 (88.5 against 111.4 ms).
-constexpr std::size_t kSinglePassFrom = std::size_t{1} << 25;
+// thread, CPU time (docs/performance.md, "The single-pass threshold"): interleaved A/Bs on the loaded
+// machine had the two passes faster at 2^22, either one within the spread at 2^23 and 2^24, the single
+// pass faster at 2^25 (49.6 against 54.3 ms, ranges apart) and 2^26 (88.5 against 111.4 ms); run 7 on
+// the quiet machine had the single pass faster at 2^24 too (24.58-24.78 against 25.83-26.43 ms over 5
+// repetitions) and the two passes at 2^22 (3.95 against 4.80 ms).
+constexpr std::size_t kSinglePassFrom = std::size_t{1} << 24;
 // Tensors from this size on write the 2bit body with non-temporal stores (Kernels::encode_2bit_stream)
 // in the two-pass encode. Measured 1 thread, CPU time, interleaved A/B (docs/performance.md, "Third
 // round"): 0.97x the time of the cached stores at 2^24 elements, but 1.03x at 2^20 and 1.2x at 2^12,
