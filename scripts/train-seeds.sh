@@ -7,10 +7,13 @@
 #
 #   full   LeNet 10000 steps (the paper's 10K iterations, total batch 64) and CifarNet 3 epochs
 #          (batch 64 per worker, Adam 2e-4), 5 seeds, 6 arms, 2 and 4 workers (120 runs). Budget on the
-#          project's 2-core machine, one run at a time: a LeNet step takes 63 ms on the idle machine
-#          (10000 steps + evaluations: about 11 min), a CifarNet step at 2 x 64 images about 0.5 s
-#          (3 epochs: about 12 min); so about 11-12 hours per net, about 24 for both. NETS=lenet
-#          WORKERS=2 (30 runs, about 6 hours on an idle machine) is the overnight subset.
+#          project's 2-core machine, one run at a time, measured on the quiet machine with 2 workers:
+#          a LeNet step (2 x 32 images) takes 67 ms of wall time with one simulation thread and 37 ms
+#          with two (--sim-threads 2; the same bits), a CifarNet step (2 x 64 images) 0.50 and 0.29 s.
+#          With two threads: LeNet 10000 steps + evaluations about 6-7 min, CifarNet 3 epochs (1407
+#          steps at 2 workers, 704 at 4: the same images) about 7 min; so about 7 hours per net, 14 for
+#          both (about 24 with one thread). NETS=lenet WORKERS=2 (30 runs, about 3.5 hours) is the
+#          overnight subset.
 #   smoke  the same pipeline in about a minute (LeNet 60 steps, 2 seeds, 1000 test images): what CI runs.
 #
 # Environment (optional): NETS="lenet cifarnet", SEEDS="1 2 3 4 5", ARMS="float terngrad ...",
