@@ -623,6 +623,9 @@ TrainResult run_training(const TrainConfig& c) {
       for (int k = 1; k < sim_threads; ++k)
         pool.emplace_back([&, k] {
           try {
+            // a new thread starts with OpenMP's default team size, not torch::set_num_threads(c.threads):
+            // set it, so each thread's operations run as the single-threaded run's do
+            at::init_num_threads();
             Net& net = *replicas[static_cast<std::size_t>(k - 1)];
             std::vector<torch::Tensor> ps = net.parameters();
             {
