@@ -130,3 +130,8 @@ def test_simulation_threads_are_shown_per_arm(tmp_path):
     assert "| wall s per run (mean) | threads |" in md
     assert "| 1.00x | 10 | 1/2 |" in md  # float: one run of each
     assert "| 16.00x | 10 | 2 |" in md
+    assert "The right panel averages runs made with 1 and 2 simulation threads" in md
+    only_one = tmp_path / "one"
+    write_run(only_one, "lenet-float-w2-s1", 0.80, codec="float", payload=16000)
+    assert cli.main(["seeds", "--runs", str(only_one), "--out", str(tmp_path / "out1")]) == 0
+    assert "simulation threads" not in (tmp_path / "out1" / "seeds.md").read_text()

@@ -234,6 +234,10 @@ def render(runs_dir, out_dir):
         w(f"![{net}]({png})\n")
         w("Bytes on the x axis of the middle panel: cumulative bytes per worker from steps.csv, uplink + downlink"
           " (uplink only for runs that record no downlink).\n")
+        threads = sorted({r["config"].get("sim_threads", 1) for k in keys for r in groups[k].values()})
+        if len(threads) > 1:  # the right panel's mean times then average runs of different speeds
+            w("The right panel averages runs made with %s simulation threads (column \"threads\"): its times mix"
+              " those settings; the accuracies do not depend on them.\n" % " and ".join(map(str, threads)))
     w("## Reproduce\n")
     w("    cmake --build build/<dir> --target terngrad tg_python")
     w("    bash scripts/train-seeds.sh build/<dir>/apps/terngrad full    # NETS=lenet for LeNet alone")
