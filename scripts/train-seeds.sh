@@ -21,7 +21,9 @@
 # default: the machine's cores; the same bits for any N), OUT=reports/train/seeds, PYTHON=build/venv/bin/python,
 # TG_PACKAGE=<built package>.
 # A finished run (its folder holds .complete, written after terngrad exited 0) is kept, not run again:
-# an interrupted study continues where it stopped, redoing only the run it was in. schedule.log records each run's start, load average and
+# an interrupted study continues where it stopped, redoing only the run it was in. The raw runs are not kept in
+# git; the report keeps a small digest of each finished run in reports/train/seeds-digest/ (commit it), so a
+# study spread over several machines or sessions adds up. schedule.log records each run's start, load average and
 # exit status.
 set -euo pipefail
 source "$(dirname "$0")/study-common.sh"

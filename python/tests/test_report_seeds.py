@@ -96,7 +96,7 @@ def test_t_quantiles_and_single_seed():
 
 
 def test_errors_are_one_line_and_exit_2(tmp_path, capsys):
-    assert cli.main(["seeds", "--runs", str(tmp_path / "missing")]) == 2
+    assert cli.main(["seeds", "--runs", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
     assert "does not exist" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
     assert cli.main(["seeds", "--runs", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 2
@@ -135,3 +135,78 @@ def test_simulation_threads_are_shown_per_arm(tmp_path):
     write_run(only_one, "lenet-float-w2-s1", 0.80, codec="float", payload=16000)
     assert cli.main(["seeds", "--runs", str(only_one), "--out", str(tmp_path / "out1")]) == 0
     assert "simulation threads" not in (tmp_path / "out1" / "seeds.md").read_text()
+
+
+def test_digests_keep_the_report_when_the_raw_runs_are_gone(tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    for s, (f, t) in enumerate(zip([0.80, 0.82, 0.84], [0.79, 0.80, 0.84]), start=1):
+        write_run(runs, f"lenet-float-w2-s{s}", f, codec="float", payload=16000)
+        write_run(runs, f"lenet-terngrad-w2-s{s}", t)
+    (runs / "schedule.log").write_text("2026-01-01T00:00:00Z start lenet-float-w2-s1 load 1.50 0.1 0.1 binary x\n")
+    assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 0
+    first = (out / "seeds.md").read_text()
+    d = json.loads((out / "seeds-digest" / "lenet-float-w2-s1.json").read_text())
+    # 4 steps of 16000 bytes (uplink only) and 0.5 + 0.1 + 0 + 0.1 + 0.3 = 1.0 s each: after step 2, 32000 B and 2 s
+    assert d["curve"] == [[2, 0.40, 32000.0, 2.0], [4, 0.80, 64000.0, 4.0]]
+    assert d["load_at_start"] == 1.5 and d["wall_s"] == 10.0 and d["source"] == "raw run"
+    assert "Load average (1 min) at the start of each run (1 of 6 runs recorded it): median 1.50" in first
+    import shutil
+    shutil.rmtree(runs)  # a fresh clone: the digests only, no runs folder
+    (out / "seeds.md").unlink()
+    assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 0
+    assert (out / "seeds.md").read_text() == first
+
+
+def test_raw_run_replaces_its_digest_and_recovered_digests_are_stated(tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    write_run(runs, "lenet-float-w2-s1", 0.80, codec="float", payload=16000)
+    write_run(runs, "lenet-terngrad-w2-s1", 0.70)
+    digests = out / "seeds-digest"
+    digests.mkdir(parents=True)
+    stale = {"digest_version": 1, "name": "lenet-terngrad-w2-s1", "source": "raw run", "config": {"codec": "terngrad"},
+             "steps_done": 4, "final_test_accuracy": 0.10, "bytes_per_worker_step": {"payload_all": 1}}
+    (digests / "lenet-terngrad-w2-s1.json").write_text(json.dumps(stale))
+    recovered = {"digest_version": 1, "name": "lenet-terngrad-w2-s2", "source": "an old report",
+                 "config": {"codec": "terngrad", "clip": "saturate", "c": 2.5, "sim_threads": None},
+                 "steps_done": 4, "final_test_accuracy": 0.75, "bytes_per_worker_step": {"uplink": 1000, "downlink": 1000},
+                 "wall_s": None, "curve": None}
+    (digests / "lenet-terngrad-w2-s2.json").write_text(json.dumps(recovered))
+    assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 0
+    md = (out / "seeds.md").read_text()
+    # the raw run's 70.00 replaced the stale digest's 10.00; the recovered run adds 75.00 without a wall time
+    assert "| terngrad | 2 | 2 | 72.50 +- 31.77 | 70.00, 75.00 |" in md  # sd 3.5355 points, 12.706 * 3.5355 / sqrt(2)
+    assert "| 10 (1 runs) | 1/? |" in md
+    assert "1 runs are known only from an old report" in md
+    assert json.loads((digests / "lenet-terngrad-w2-s1.json").read_text())["final_test_accuracy"] == 0.70
+    assert (out / "lenet_seeds.png").read_bytes()[:8] == PNG_MAGIC
+
+
+@pytest.mark.parametrize("bad, says", [
+    ("[1, 2]", "a digest is a JSON object"),
+    ('{"digest_version": 7}', "digest version 7"),
+    ('{"digest_version": 1, "name": "lenet-float-w2-s1"}', "without 'config'"),
+    ('{"digest_version": 1, "name": "lenet-float-w2-s2", "config": {}, "steps_done": 1, "final_test_accuracy": 0.5,'
+     ' "bytes_per_worker_step": {}}', "is not the file's name"),
+])
+def test_a_malformed_digest_is_one_line_and_exit_2(tmp_path, capsys, bad, says):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    runs.mkdir()
+    (out / "seeds-digest").mkdir(parents=True)
+    (out / "seeds-digest" / "lenet-float-w2-s1.json").write_text(bad)
+    assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "lenet-float-w2-s1.json" in err and err.count("\n") == 1
+
+
+def test_no_figure_when_no_run_kept_its_curve(tmp_path):
+    out = tmp_path / "out"
+    (out / "seeds-digest").mkdir(parents=True)
+    d = {"digest_version": 1, "name": "cifarnet-float-w2-s1", "source": "an old report",
+         "config": {"codec": "float", "batch": 64, "optimizer": "adam", "lr": 2e-4, "lr_policy": "fixed",
+                    "weight_decay": 0.004, "test_limit": 0}, "steps_done": 4, "final_test_accuracy": 0.5,
+         "bytes_per_worker_step": {"uplink": 8, "downlink": 8}, "curve": None}
+    (out / "seeds-digest" / "cifarnet-float-w2-s1.json").write_text(json.dumps(d))
+    assert cli.main(["seeds", "--runs", str(tmp_path / "none"), "--out", str(out)]) == 0
+    md = (out / "seeds.md").read_text()
+    assert "| float | 2 | 1 | 50.00 (1 seed: no interval) | 50.00 |" in md
+    assert "![cifarnet]" not in md and not (out / "cifarnet_seeds.png").exists()

@@ -95,16 +95,18 @@ def read_train_run(folder):
     return run
 
 
-def runs_report_main(argv, name, what, runs, out, made_by, render, errors=(InputError, KeyError, ValueError)):
+def runs_report_main(argv, name, what, runs, out, made_by, render, errors=(InputError, KeyError, ValueError),
+                     kept_in=None):
     """The command line of a renderer that reads a folder of runs: `python -m terngrad.report <name>
     [--runs DIR] [--out DIR]`. render(runs_dir, out_dir) returns the path it wrote; a missing runs
-    folder or a malformed run is one line on stderr and exit 2."""
+    folder or a malformed run is one line on stderr and exit 2. kept_in(out_dir), where given, names a folder
+    of what the renderer keeps of earlier runs: if it exists, a missing runs folder is no error."""
     ap = argparse.ArgumentParser(prog=f"python -m terngrad.report {name}",
                                  description=f"Render {what} from the runs of {made_by}.")
     ap.add_argument("--runs", type=pathlib.Path, default=runs, help=f"folder of the runs (default: {runs})")
     ap.add_argument("--out", type=pathlib.Path, default=out, help=f"folder for the report and PNGs (default: {out})")
     args = ap.parse_args(argv)
-    if not args.runs.is_dir():
+    if not args.runs.is_dir() and not (kept_in and kept_in(args.out).is_dir()):
         print(f"terngrad.report {name}: error: runs folder {args.runs} does not exist ({made_by} writes it)",
               file=sys.stderr)
         return 2

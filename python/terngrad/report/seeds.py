@@ -2,17 +2,25 @@
 figures: per arm (codec setting) and worker count, the mean final test accuracy over seeds with a 95%
 t-interval, the paired float-minus-arm gap with its interval (runs of one seed share initialization and
 data order), and accuracy against steps, communicated bytes and time with per-seed bands.
+Raw run folders are not kept in git (a LeNet run's steps.csv alone is about 1 MB); every render writes one
+small digest per finished run into <out>/seeds-digest/<run>.json (what the report needs: settings, bytes, final
+accuracy, the accuracy curve with cumulative bytes and time, wall time, load average and pause), and renders
+from the digests it finds there together with the raw runs, which win over a digest of the same name. The
+digests are committed, so a study spread over several machines or sessions adds up.
 Run: python -m terngrad.report seeds [--runs reports/train/seeds] [--out reports/train]."""
+import json
 import math
 import pathlib
 import re
 import statistics
 import sys
 
-from .common import runs_report_main, InputError, md_table, pyplot, read_train_run, save_figure, write_output
+from .common import runs_report_main, InputError, md_table, pyplot, read_json, read_train_run, save_figure, write_output
 
 RUNS = pathlib.Path("reports/train/seeds")
 OUT = pathlib.Path("reports/train")
+DIGESTS = "seeds-digest"  # folder under the report's --out
+DIGEST_VERSION = 1
 RUN_NAME = re.compile(r"^(?P<net>[a-z0-9]+)-(?P<arm>[a-z0-9-]+?)-w(?P<workers>\d+)-s(?P<seed>\d+)$")
 
 # Two-sided 95% quantiles of Student's t, t_{0.975, df} for df = 1..30 (standard tables).
@@ -67,18 +75,69 @@ def step_time(row):
     return sum(float(row[c]) for c in TIME_COLUMNS if row.get(c) not in (None, ""))
 
 
-def load_runs(runs_dir):
-    """{(net, workers, arm): {seed: run}} of every finished run (a folder with .complete and run.json)."""
+def run_logs(runs_dir):
+    """({run: load average at its start}, {run: "about S s, why"}) from the study's schedule.log and the
+    hand-written pauses.log ("<run name> <seconds> <why>" per line), where they exist."""
+    loads, pauses = {}, {}
+    sched = runs_dir / "schedule.log"
+    if sched.is_file():
+        for m in re.finditer(r" start (\S+) load ([0-9.]+)", sched.read_text()):
+            loads[m.group(1)] = float(m.group(2))  # the last start of a run is the one that finished
+    log = runs_dir / "pauses.log"
+    if log.is_file():
+        for line in log.read_text().splitlines():
+            parts = line.split(None, 2)
+            if len(parts) >= 2 and not line.startswith("#"):
+                pauses[parts[0]] = "about %s s%s" % (parts[1], ", " + parts[2] if len(parts) > 2 else "")
+    return loads, pauses
+
+
+def digest(run, name, load=None, pause=None):
+    """What the report keeps of one finished raw run (see the module's docstring)."""
+    return {"digest_version": DIGEST_VERSION, "name": name, "source": "raw run", "config": run["config"],
+            "steps_done": run["steps_done"], "final_test_accuracy": run["final_test_accuracy"],
+            "bytes_per_worker_step": run["bytes_per_worker_step"], "wall_s": run["time_s"]["wall"],
+            "curve": [list(c) for c in curves(run)], "load_at_start": load, "pause": pause}
+
+
+def check_digest(d, path):
+    """A digest as read from path, or InputError naming what is wrong with it."""
+    if not isinstance(d, dict):
+        raise InputError(f"{path}: a digest is a JSON object")
+    if d.get("digest_version") != DIGEST_VERSION:
+        raise InputError(f"{path}: digest version {d.get('digest_version')!r}; this renderer reads {DIGEST_VERSION}")
+    for k in ("name", "config", "steps_done", "final_test_accuracy", "bytes_per_worker_step"):
+        if k not in d:
+            raise InputError(f"{path}: digest without '{k}'")
+    if not isinstance(d["name"], str) or not RUN_NAME.match(d["name"]) or path.stem != d["name"]:
+        raise InputError(f"{path}: digest name {d['name']!r} is not the file's name <net>-<arm>-w<workers>-s<seed>")
+    return d
+
+
+def load_runs(runs_dir, digest_dir=None):
+    """{(net, workers, arm): {seed: digest}} of every finished run: the digests in digest_dir, then every raw
+    run in runs_dir (a folder with .complete and run.json), whose digest replaces one of the same name and is
+    written to digest_dir."""
+    found = {}
+    if digest_dir is not None and digest_dir.is_dir():
+        for f in sorted(digest_dir.glob("*.json")):
+            found[f.stem] = check_digest(read_json(f), f)
+    if runs_dir.is_dir():
+        loads, pauses = run_logs(runs_dir)
+        for d in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
+            if not RUN_NAME.match(d.name) or not (d / ".complete").is_file():
+                continue
+            run = read_train_run(d)
+            if run is None:
+                continue
+            found[d.name] = digest(run, d.name, loads.get(d.name), pauses.get(d.name))
+            if digest_dir is not None:
+                digest_dir.mkdir(parents=True, exist_ok=True)
+                write_output(digest_dir / f"{d.name}.json", json.dumps(found[d.name], indent=1, sort_keys=True) + "\n")
     groups = {}
-    for d in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
-        m = RUN_NAME.match(d.name)
-        if not m or not (d / ".complete").is_file():
-            continue
-        run = read_train_run(d)
-        if run is None:
-            continue
-        key = (m["net"], int(m["workers"]), m["arm"])
-        groups.setdefault(key, {})[int(m["seed"])] = run
+    for name, run in found.items():
+        m = RUN_NAME.match(name)
+        groups.setdefault((m["net"], int(m["workers"]), m["arm"]), {})[int(m["seed"])] = run
     return groups
 
 
@@ -99,15 +158,18 @@ def curves(run):
 
 
 def figure(net, groups, path):
+    """Writes the net's three panels to path; False (and nothing written) when no run of the net kept its curve."""
+    if not any(r.get("curve") for k in groups if k[0] == net for r in groups[k].values()):
+        return False
     plt = pyplot()
     fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
     keys = sorted(k for k in groups if k[0] == net)
     for i, key in enumerate(keys):
         _, w, arm = key
-        runs = [groups[key][s] for s in sorted(groups[key])]
-        cs = [curves(r) for r in runs]
-        n = min(len(c) for c in cs)
-        if n == 0:
+        runs = [groups[key][s] for s in sorted(groups[key]) if groups[key][s].get("curve")]
+        cs = [r["curve"] for r in runs]
+        n = min((len(c) for c in cs), default=0)
+        if n == 0:  # no run of this group kept its curve
             continue
         color = "C%d" % (i % 10)
         label = f"{arm}, {w} workers ({len(runs)} seeds)"
@@ -130,13 +192,15 @@ def figure(net, groups, path):
     fig.suptitle(f"{net} on Fashion-MNIST: mean over seeds, band = lowest to highest seed")
     fig.tight_layout()
     save_figure(fig, path)
+    return True
 
 
 def render(runs_dir, out_dir):
-    groups = load_runs(runs_dir)
+    groups = load_runs(runs_dir, out_dir / DIGESTS)
     if not groups:
         raise InputError(f"{runs_dir} holds no finished run of scripts/train-seeds.sh "
-                         "(folders named <net>-<arm>-w<workers>-s<seed> with .complete and run.json)")
+                         "(folders named <net>-<arm>-w<workers>-s<seed> with .complete and run.json), "
+                         f"and {out_dir / DIGESTS} no digest of one")
     out_dir.mkdir(parents=True, exist_ok=True)
     out = []
     w = out.append
@@ -146,25 +210,23 @@ def render(runs_dir, out_dir):
     w("gradients computed on that many threads (`--sim-threads`, one LibTorch thread each; the same bits as one")
     w("thread, so only the times depend on it)). The data is")
     w("**Fashion-MNIST** (Debian package dataset-fashion-mnist), not MNIST or CIFAR-10, which are not on this")
-    w("machine. Raw runs are not kept in git; the command under Reproduce writes them again.\n")
+    w("machine. Raw runs are not kept in git; the command under Reproduce writes them again. What this report"
+      " needs of each run is kept in `%s/<run>.json` (committed); each render adds the raw runs it finds.\n" % DIGESTS)
     w("Intervals: mean over seeds +- t_{0.975, n-1} s / sqrt(n) (Student's t, 95%), s the standard deviation over")
     w("seeds. Gaps are paired by seed (a seed fixes initialization and data order for every arm), so the interval")
     w("of a gap is the t-interval of the per-seed differences. The test set is the same for every run.\n")
-    sched = runs_dir / "schedule.log"
-    if sched.is_file():
-        loads = [float(m.group(1)) for m in re.finditer(r" load ([0-9.]+)", sched.read_text())]
-        if loads:
-            w("Load average (1 min) at the start of each run: median %.2f, highest %.2f (2 cores); times below"
-              " are only as clean as that.\n" % (statistics.median(loads), max(loads)))
-    pauses = runs_dir / "pauses.log"  # optional, by hand: "<run name> <seconds> <why>" per line
-    if pauses.is_file():
-        notes = []
-        for line in pauses.read_text().splitlines():
-            parts = line.split(None, 2)
-            if len(parts) >= 2 and not line.startswith("#"):
-                notes.append("%s (about %s s%s)" % (parts[0], parts[1], ", " + parts[2] if len(parts) > 2 else ""))
-        if notes:
-            w("Runs stopped (SIGSTOP) for a while, so that their wall time includes the pause: " + "; ".join(notes) + ".\n")
+    every = [r for g in groups.values() for r in g.values()]
+    loads = [r["load_at_start"] for r in every if r.get("load_at_start") is not None]
+    if loads:
+        w("Load average (1 min) at the start of each run (%d of %d runs recorded it): median %.2f, highest %.2f"
+          " (2 cores); times below are only as clean as that.\n" % (len(loads), len(every), statistics.median(loads), max(loads)))
+    notes = ["%s (%s)" % (r["name"], r["pause"]) for r in sorted(every, key=lambda r: r["name"]) if r.get("pause")]
+    if notes:
+        w("Runs stopped (SIGSTOP) for a while, so that their wall time includes the pause: " + "; ".join(notes) + ".\n")
+    for src in sorted({r.get("source", "raw run") for r in every} - {"raw run"}):
+        n = sum(r.get("source") == src for r in every)
+        w("%d runs are known only from %s: their final accuracies and bytes are in the tables here; their curves,"
+          " wall times, load averages and thread counts are there, not here, and the figures leave them out.\n" % (n, src))
     for net in sorted({k[0] for k in groups}):
         keys = sorted(k for k in groups if k[0] == net)
         first = next(iter(groups[keys[0]].values()))
@@ -191,10 +253,11 @@ def render(runs_dir, out_dir):
                 fu, fd = wire_bytes(base[next(iter(base))])
                 if (fd is None) == (down is None):  # compare like with like: both with downlink or neither
                     ratio = "%.2fx" % ((fu + (fd or 0)) / (up + (down or 0)))
-            walls = [runs[s]["time_s"]["wall"] for s in runs]
+            walls = [runs[s]["wall_s"] for s in runs if runs[s].get("wall_s") is not None]
+            wall = "-" if not walls else "%.0f%s" % (statistics.fmean(walls),
+                                                     "" if len(walls) == len(runs) else " (%d runs)" % len(walls))
             rows.append([arm, wk, len(runs), fmt_ci(m, h), ", ".join("%.2f" % (100 * a) for a in accs),
-                         "%d" % up, "%d" % down if down is not None else "-", ratio, "%.0f" % statistics.fmean(walls),
-                         "/".join(str(t) for t in sorted({runs[s]["config"].get("sim_threads", 1) for s in runs}))])
+                         "%d" % up, "%d" % down if down is not None else "-", ratio, wall, threads_text(runs.values())])
         w(md_table(["arm", "workers", "seeds", "final test accuracy, % (mean +- 95% CI)", "per seed",
                     "uplink bytes / worker / step", "downlink", "float arm's bytes / this arm's",
                     "wall s per run (mean)", "threads"], rows))
@@ -230,22 +293,31 @@ def render(runs_dir, out_dir):
                       % (g[0], gap, "inside" if inside else "outside", lo, hi))
             w("")
         png = f"{net}_seeds.png"
-        figure(net, groups, out_dir / png)
-        w(f"![{net}]({png})\n")
-        w("Bytes on the x axis of the middle panel: cumulative bytes per worker from steps.csv, uplink + downlink"
-          " (uplink only for runs that record no downlink).\n")
-        threads = sorted({r["config"].get("sim_threads", 1) for k in keys for r in groups[k].values()})
+        if figure(net, groups, out_dir / png):
+            w(f"![{net}]({png})\n")
+            w("Bytes on the x axis of the middle panel: cumulative bytes per worker from steps.csv, uplink + downlink"
+              " (uplink only for runs that record no downlink).\n")
+        threads = sorted({r["config"].get("sim_threads", 1) for k in keys for r in groups[k].values()
+                          if r.get("curve") and r["config"].get("sim_threads", 1) is not None})
         if len(threads) > 1:  # the right panel's mean times then average runs of different speeds
             w("The right panel averages runs made with %s simulation threads (column \"threads\"): its times mix"
               " those settings; the accuracies do not depend on them.\n" % " and ".join(map(str, threads)))
     w("## Reproduce\n")
     w("    cmake --build build/<dir> --target terngrad tg_python")
     w("    bash scripts/train-seeds.sh build/<dir>/apps/terngrad full    # NETS=lenet for LeNet alone")
-    w("    PYTHONPATH=build/<dir>/python/package build/venv/bin/python -m terngrad.report seeds\n")
+    w("    PYTHONPATH=build/<dir>/python/package build/venv/bin/python -m terngrad.report seeds")
+    w("    git add reports/train/seeds.md reports/train/*_seeds.png reports/train/%s    # the digests\n" % DIGESTS)
     w("The script's header states the budget on the project's 2-core machine; `smoke` is the minute-long form CI runs.\n")
     path = out_dir / "seeds.md"
     write_output(path, "\n".join(out) + "\n")
     return path
+
+
+def threads_text(runs):
+    """The --sim-threads settings of some runs ("1/2"), "?" for runs that did not keep it (run.json of runs
+    before --sim-threads has no sim_threads: one thread)."""
+    ts = {r["config"].get("sim_threads", 1) for r in runs}
+    return "/".join([str(t) for t in sorted(t for t in ts if t is not None)] + (["?"] if None in ts else []))
 
 
 def clip_text(c):
@@ -263,7 +335,8 @@ def clip_text(c):
 
 
 def main(argv=None):
-    return runs_report_main(argv, "seeds", "reports/train/seeds.md and its figures", RUNS, OUT, "scripts/train-seeds.sh", render)
+    return runs_report_main(argv, "seeds", "reports/train/seeds.md and its figures", RUNS, OUT, "scripts/train-seeds.sh",
+                            render, kept_in=lambda out: out / DIGESTS)
 
 
 if __name__ == "__main__":
