@@ -324,3 +324,70 @@ TEST(FewerPassEncode, SameBytesAsReferenceOnBothSidesOfTheThreshold) {
     }
   }
 }
+
+namespace boundary {
+
+// |g| whose product with scale lands next to u: one float below the last one with a*scale <= u (drop),
+// that one (drop; a tie when a*scale == u exactly), and the next (keep). These are the decisions a kernel
+// that computes the keep test in lower precision, or with another rounding, would get wrong.
+float magnitude_at(std::uint32_t u, double scale, int which) {
+  float a = static_cast<float>(static_cast<double>(u) / scale);
+  const float inf = std::numeric_limits<float>::infinity();
+  while (a > 0.0f && static_cast<double>(a) * scale > static_cast<double>(u)) a = std::nextafter(a, 0.0f);
+  while (static_cast<double>(std::nextafter(a, inf)) * scale <= static_cast<double>(u)) a = std::nextafter(a, inf);
+  if (which == 0) return a > 0.0f ? std::nextafter(a, 0.0f) : 0.0f;
+  return which == 1 ? a : std::nextafter(a, inf);
+}
+
+// A tensor whose every element but the one holding the scalar s sits at the keep boundary of its own
+// uniform under scalar s (the stream of `key`), cycling through the three cases above, random signs.
+std::vector<float> at_boundary(std::size_t n, float s, std::size_t max_at, const tg::StreamKey& key) {
+  const double scale = tg::kTwoPow32 / static_cast<double>(s);
+  std::mt19937_64 rng(n);
+  std::vector<float> g(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::uint32_t u = tg::philox_block(key, static_cast<std::uint32_t>(k / 4)).v[k % 4];
+    const float a = std::min(magnitude_at(u, scale, static_cast<int>(k % 3)), s);
+    g[k] = (rng() & 1) ? -a : a;
+  }
+  g[max_at] = -s;
+  return g;
+}
+
+}  // namespace boundary
+
+// Every element at the edge of its keep decision (u against |g| * 2^32 / s, in double as tg::keep
+// defines it), for scalars whose 2^32 / s is and is not a power of two, tiny and huge ones, with the
+// maximum first (the single pass knows s from its seed) and last (every earlier decision made under a
+// smaller running maximum, then re-decided or redone), through tg::encode on the single pass and on the
+// two passes, and through encode_with_scalar with a shared scalar (the plain kernel): the bytes of the
+// reference for every kernel set and 1 and 3 parts. The construction is checked too: about a third of the
+// elements keep under the reference.
+TEST(FewerPassEncode, DecisionsAtTheKeepBoundaryMatchReference) {
+  const tg::StreamKey key{0x5eedf00dull, 3, 1, 12};
+  for (float s : {1.0f, 0.7f, 3.3e-38f, 2.5e37f, 1e-30f})
+    for (std::size_t n : {std::size_t{67}, std::size_t{70001}})
+      for (std::size_t max_at : {std::size_t{0}, n - 1}) {
+        auto g = boundary::at_boundary(n, s, max_at, key);
+        auto want = tg::encode(tg::reference_codec(), g, {}, key);
+        std::size_t kept = 0;
+        for (float x : tg::decode(tg::reference_codec(), want).values) kept += x != 0.0f;
+        EXPECT_GT(kept, n / 4) << "s=" << s << " n=" << n;
+        EXPECT_LT(kept, n / 2) << "s=" << s << " n=" << n;
+        // a shared scalar 1.5 s (above this worker's own maximum): a tensor at the boundaries under it
+        auto gs = boundary::at_boundary(n, 1.5f * s, max_at, key);
+        auto want_shared = tg::encode_with_scalar(tg::reference_codec(), gs, {}, key, 1.5f * s);
+        for (const auto& set : tg::cpu::compiled_kernel_sets()) {
+          if (!set.cpu_runs()) continue;
+          for (unsigned threads : {1u, 3u})
+            for (std::size_t single_from : {std::size_t{0}, std::size_t{1} << 40}) {
+              auto codec = tg::cpu::make_optimized_codec_with(threads, set.kernels(), 20480, single_from);
+              const std::string at = std::string(set.name) + " threads=" + std::to_string(threads) +
+                                     (single_from ? " two passes" : " single pass") + " s=" + std::to_string(s) +
+                                     " n=" + std::to_string(n) + " max_at=" + std::to_string(max_at);
+              ASSERT_EQ(tg::encode(*codec, g, {}, key), want) << at;
+              ASSERT_EQ(tg::encode_with_scalar(*codec, gs, {}, key, 1.5f * s), want_shared) << at;
+            }
+        }
+      }
+}

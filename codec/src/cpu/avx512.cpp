@@ -5,7 +5,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels.hpp"
 
@@ -80,18 +82,53 @@ inline void to_element_order(const __m512i x[4], __m512i u[4]) {
   u[3] = _mm512_shuffle_i32x4(c, d, 0xDD);
 }
 
-// keep bits of 16 elements: (double)u < min(|g|, cap) * 2^32/s; neg bits: sign of g.
-inline void decide16(__m512 g, __m512i u, __m512 cap, __m512d scale, unsigned* keep, unsigned* neg) {
-  __m512i gi = _mm512_castps_si512(g);
-  __m512 a = _mm512_min_ps(_mm512_castsi512_ps(_mm512_and_epi32(gi, _mm512_set1_epi32(0x7fffffff))), cap);
+// The keep test (double)u < (double)a * scale (tg::keep) for 16 lanes, decided in float wherever the
+// float result cannot differ from the double one, in double otherwise. With lo <= scale (1 - 2^-20) and
+// hi >= scale (1 + 2^-20) (each rounded once from the double), and u, a * lo, a * hi rounded to float
+// (relative error 2^-24 each, or an absolute 2^-150 below the normal range):
+//  * float(u) < a * lo  implies u < (double)a * scale: for a * lo normal, u < a scale (1 - 2^-22); for a * lo
+//    subnormal, float(u) < 2^-126 means u = 0 while a * lo > 0 means a > 0 and scale > 0; an infinite
+//    a * lo means a * scale > FLT_MAX > u;
+//  * float(u) >= a * hi with u > 0  implies u >= (double)a * scale: for a * hi normal, u > a scale (1 + 2^-22);
+//    for a * hi below the normal range, a * scale < 2^-125 < 1 <= u;
+//  * NaN products decide nothing. A scale above the float range (s < 2^-96) gives lo = 0, hi = +inf: every
+//    lane then goes to double.
+// The lanes left (u within about 2^-20 of a * scale, or u = 0 with a * lo = 0) are decided in double: about
+// one vector in 2^15 on random data. So the bits are tg::keep's; the prefilter only saves the double work.
+struct Scale {
+  __m512d d;
+  __m512 lo, hi;
+  explicit Scale(double scale) : d(_mm512_set1_pd(scale)) {
+    float l = static_cast<float>(scale * (1.0 - 0x1p-20)), h = static_cast<float>(scale * (1.0 + 0x1p-20));
+    if (!std::isfinite(h)) l = 0.0f, h = std::numeric_limits<float>::infinity();
+    lo = _mm512_set1_ps(l);
+    hi = _mm512_set1_ps(h);
+  }
+};
+
+inline unsigned keep16_double(__m512 a, __m512i u, __m512d scale) {
   __m512d plo = _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(a)), scale);
   __m512d phi = _mm512_mul_pd(
       _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1))), scale);
   __m512d ulo = _mm512_cvtepu32_pd(_mm512_castsi512_si256(u));
   __m512d uhi = _mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(u, 1));
-  unsigned klo = _mm512_cmp_pd_mask(ulo, plo, _CMP_LT_OQ);
-  unsigned khi = _mm512_cmp_pd_mask(uhi, phi, _CMP_LT_OQ);
-  *keep = klo | (khi << 8);
+  return _mm512_cmp_pd_mask(ulo, plo, _CMP_LT_OQ) | (_mm512_cmp_pd_mask(uhi, phi, _CMP_LT_OQ) << 8);
+}
+
+// Keep bits of 16 lanes of magnitudes a (already clamped) and uniforms u: exactly tg::keep's.
+inline unsigned keep16(__m512 a, __m512i u, const Scale& scale) {
+  const __m512 uf = _mm512_cvtepu32_ps(u);
+  const __mmask16 yes = _mm512_cmp_ps_mask(uf, _mm512_mul_ps(a, scale.lo), _CMP_LT_OQ);
+  const __mmask16 no = _mm512_mask_cmp_ps_mask(_mm512_test_epi32_mask(u, u), uf, _mm512_mul_ps(a, scale.hi), _CMP_GE_OQ);
+  if (__builtin_expect(static_cast<__mmask16>(yes | no) == 0xffff, 1)) return yes;
+  return keep16_double(a, u, scale.d);
+}
+
+// keep bits of 16 elements: (double)u < min(|g|, cap) * 2^32/s; neg bits: sign of g.
+inline void decide16(__m512 g, __m512i u, __m512 cap, const Scale& scale, unsigned* keep, unsigned* neg) {
+  __m512i gi = _mm512_castps_si512(g);
+  __m512 a = _mm512_min_ps(_mm512_castsi512_ps(_mm512_and_epi32(gi, _mm512_set1_epi32(0x7fffffff))), cap);
+  *keep = keep16(a, u, scale);
   *neg = _mm512_cmplt_epi32_mask(gi, _mm512_setzero_si512());
 }
 
@@ -112,7 +149,7 @@ inline void prefetch_ahead(const float* g, std::size_t k) {
 // Keep and sign bits of the `count` (<= 64) elements starting at `base` (a multiple of 4); bits of the
 // lanes past count are 0. Lanes past count are never loaded: no read past the tensor.
 inline void decide64(const float* g, std::size_t base, std::size_t count, const Philox16& philox, __m512 cap,
-                     __m512d scale, unsigned keep[4], unsigned neg[4]) {
+                     const Scale& scale, unsigned keep[4], unsigned neg[4]) {
   __m512i x[4], u[4];
   for (std::size_t l = 0; l < 64; l += 16) prefetch_ahead(g, base + l);
   philox.blocks(static_cast<std::uint32_t>(base / 4), x);
@@ -138,7 +175,7 @@ template <typename Emit>
 void for_each_64(const float* g, std::size_t begin, std::size_t end, const ScalarRule& rule,
                  const StreamKey& key, Emit emit) {
   const __m512 cap = _mm512_set1_ps(rule.cap);
-  const __m512d scale = _mm512_set1_pd(rule.scale);
+  const Scale scale(rule.scale);
   const Philox16 philox(key);
   for (std::size_t k = begin; k < end; k += 64) {
     std::size_t count = std::min<std::size_t>(64, end - k);
@@ -262,7 +299,7 @@ void encode_2bit_lines(const float* g, std::size_t begin, std::size_t end, const
   const std::size_t mid = begin + head, stop = mid + 256 * ((end - mid) / 256);
   for_each_64(g, begin, mid, rule, key, emit);
   const __m512 cap = _mm512_set1_ps(rule.cap);
-  const __m512d scale = _mm512_set1_pd(rule.scale);
+  const Scale scale(rule.scale);
   const Philox16 philox(key);
   for (std::size_t k = mid; k < stop; k += 256) {
     alignas(64) std::uint32_t line[16];
@@ -331,14 +368,14 @@ void avx512_encode_2bit_running(const float* g, std::size_t begin, std::size_t e
                                 RunningPass* st) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
   const __m512i lane_ids = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512d guard_scale = _mm512_set1_pd(make_rule(guard, guard).scale);
+  const Scale guard_scale(make_rule(guard, guard).scale);
   const __m512i max_finite = _mm512_set1_epi32(0x7f7fffff);
   const Philox16 philox(key);
   float m = st->m;
   std::uint32_t mbits;
   std::memcpy(&mbits, &m, 4);
   ScalarRule rule = make_rule(m, m);
-  __m512d scale = _mm512_set1_pd(rule.scale);
+  Scale scale(rule.scale);
   std::size_t count = st->count;
   for (std::size_t k = begin; k < end; k += 64) {
     std::size_t n = std::min<std::size_t>(64, end - k);
@@ -368,7 +405,7 @@ void avx512_encode_2bit_running(const float* g, std::size_t begin, std::size_t e
       mbits = static_cast<std::uint32_t>(_mm512_reduce_max_epi32(mx));
       std::memcpy(&m, &mbits, 4);
       rule = make_rule(m, m);
-      scale = _mm512_set1_pd(rule.scale);
+      scale = Scale(rule.scale);
       st->settled = count;
     }
     __m512i x[4], u[4];
@@ -379,16 +416,10 @@ void avx512_encode_2bit_running(const float* g, std::size_t begin, std::size_t e
       std::size_t lane0 = 16 * static_cast<std::size_t>(v);
       if (n <= lane0) break;
       // |g| <= m, so min(|g|, cap = m) = |g|: keep <=> (double)u < (double)|g| * 2^32/m
-      __m512 af = _mm512_castsi512_ps(a[v]);
-      const __m512d alo = _mm512_cvtps_pd(_mm512_castps512_ps256(af));
-      const __m512d ahi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(af), 1)));
-      __m512d ulo = _mm512_cvtepu32_pd(_mm512_castsi512_si256(u[v]));
-      __m512d uhi = _mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(u[v], 1));
-      unsigned keep = _mm512_cmp_pd_mask(ulo, _mm512_mul_pd(alo, scale), _CMP_LT_OQ) |
-                      (_mm512_cmp_pd_mask(uhi, _mm512_mul_pd(ahi, scale), _CMP_LT_OQ) << 8);
+      const __m512 af = _mm512_castsi512_ps(a[v]);
+      const unsigned keep = keep16(af, u[v], scale);
       // kept under every final scalar <= guard: no re-check
-      unsigned sure = _mm512_cmp_pd_mask(ulo, _mm512_mul_pd(alo, guard_scale), _CMP_LT_OQ) |
-                      (_mm512_cmp_pd_mask(uhi, _mm512_mul_pd(ahi, guard_scale), _CMP_LT_OQ) << 8);
+      const unsigned sure = keep16(af, u[v], guard_scale);
       unsigned neg = _mm512_cmplt_epi32_mask(raw[v], _mm512_setzero_si512());
       line[v] = _pdep_u32(keep & ~neg, 0x55555555u) | _pdep_u32(keep & neg, 0xAAAAAAAAu);
       // candidates: the stored lanes' indexes compressed once, the three arrays gathered with them and
@@ -414,17 +445,13 @@ void avx512_encode_2bit_running(const float* g, std::size_t begin, std::size_t e
 // one at a time.
 void avx512_recheck_2bit(std::uint8_t* body, std::size_t base, const std::uint32_t* cand_pos,
                          const std::uint32_t* cand_u, const float* cand_a, std::size_t count, const ScalarRule& rule) {
-  const __m512d scale = _mm512_set1_pd(rule.scale);
+  const Scale scale(rule.scale);
   const __m512 cap = _mm512_set1_ps(rule.cap);
   for (std::size_t c = 0; c < count; c += 16) {
     __mmask16 m = first_lanes(count - c);
     __m512i u = _mm512_maskz_loadu_epi32(m, cand_u + c);
     __m512 a = _mm512_min_ps(_mm512_maskz_loadu_ps(m, cand_a + c), cap);
-    __m512d plo = _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(a)), scale);
-    __m512d phi = _mm512_mul_pd(
-        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1))), scale);
-    unsigned keep = _mm512_cmp_pd_mask(_mm512_cvtepu32_pd(_mm512_castsi512_si256(u)), plo, _CMP_LT_OQ) |
-                    (_mm512_cmp_pd_mask(_mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(u, 1)), phi, _CMP_LT_OQ) << 8);
+    unsigned keep = keep16(a, u, scale);
     for (unsigned drop = m & ~keep; drop; drop &= drop - 1)
       clear_code_2bit(body, base + cand_pos[c + static_cast<std::size_t>(__builtin_ctz(drop))]);
   }
