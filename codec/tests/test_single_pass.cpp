@@ -19,6 +19,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels.hpp"
@@ -390,4 +391,39 @@ TEST(FewerPassEncode, DecisionsAtTheKeepBoundaryMatchReference) {
             }
         }
       }
+}
+
+// The default codec's measured choice between the single pass and the two passes: the first tensors at or
+// above the threshold alternate between the paths, the rest take the one chosen; every encode has the
+// reference's bytes, before, during and after the choice, with 1 and 3 parts and several threads calling
+// the same codec at once. Below the threshold nothing is measured.
+TEST(FewerPassEncode, MeasuredPathChoiceKeepsTheBytes) {
+  auto g = tg::test::gaussian(70001, 5);
+  for (const auto& set : tg::cpu::compiled_kernel_sets()) {
+    if (!set.cpu_runs() || !set.kernels()->encode_2bit_running) continue;
+    for (unsigned threads : {1u, 3u}) {
+      auto codec = tg::cpu::make_optimized_codec_with(threads, set.kernels(), 20480, 70001, true);
+      std::vector<float> small(g.begin(), g.begin() + 70000);
+      ASSERT_EQ(tg::encode(*codec, small, {}, {1, 0, 0, 0}), tg::encode(tg::reference_codec(), small, {}, {1, 0, 0, 0}));
+      EXPECT_STREQ(tg::cpu::chosen_path(*codec), "measuring") << set.name;  // below the threshold: no trial
+      for (std::uint32_t step = 0; step < 8; ++step) {
+        ASSERT_EQ(tg::encode(*codec, g, {}, {1, 0, 0, step}), tg::encode(tg::reference_codec(), g, {}, {1, 0, 0, step}))
+            << set.name << " threads=" << threads << " step=" << step;
+        const std::string path = tg::cpu::chosen_path(*codec);
+        if (step + 1 < 4) EXPECT_EQ(path, "measuring") << set.name << " step=" << step;
+        else EXPECT_TRUE(path == "single pass" || path == "two passes") << set.name << " step=" << step << ": " << path;
+      }
+    }
+    // concurrent callers while it measures
+    auto codec = tg::cpu::make_optimized_codec_with(1, set.kernels(), 20480, 70001, true);
+    std::vector<std::vector<std::uint8_t>> got(6);
+    std::vector<std::thread> callers;
+    for (std::uint32_t t = 0; t < 6; ++t)
+      callers.emplace_back([&, t] { got[t] = tg::encode(*codec, g, {}, {2, 0, 0, t}); });
+    for (auto& c : callers) c.join();
+    for (std::uint32_t t = 0; t < 6; ++t)
+      ASSERT_EQ(got[t], tg::encode(tg::reference_codec(), g, {}, {2, 0, 0, t})) << set.name << " caller " << t;
+    EXPECT_STRNE(tg::cpu::chosen_path(*codec), "measuring") << set.name;
+  }
+  EXPECT_STREQ(tg::cpu::chosen_path(tg::reference_codec()), "not the optimized codec");
 }

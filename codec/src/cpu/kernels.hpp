@@ -121,8 +121,13 @@ const Kernels* avx512_kernels();
 // The optimized codec on one kernel set with its own thresholds: elements per thread below which it
 // does not start threads, and the tensor size from which it encodes in a single pass; for the
 // benchmark (thread start-up, single pass against two) and the tests (small tensors, many parts).
+// single_pass_from: tensors from this size on take the single pass (no clipping, own scalar, 2bit);
+// measure_path: instead, their first few alternate between the single pass and the two passes, timed,
+// and the rest take the faster (the default codec's rule, optimized.cpp kSinglePassFrom).
 std::unique_ptr<Codec> make_optimized_codec_with(unsigned threads, const Kernels* kernels, std::size_t min_per_thread,
-                                                 std::size_t single_pass_from);
+                                                 std::size_t single_pass_from, bool measure_path = false);
+// The path an optimized codec's measured choice settled on: "single pass", "two passes" or "measuring".
+const char* chosen_path(const Codec& codec);
 std::size_t default_min_per_thread();
 std::size_t default_single_pass_from();
 

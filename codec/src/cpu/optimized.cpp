@@ -3,10 +3,13 @@
 // (Philox blocks of 4, 2bit bytes of 4, base3 bytes of 5, reduction chunks of 2048), so the bytes
 // never depend on the thread count.
 #include <algorithm>
+#include <atomic>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <ratio>
 #include <exception>
 #include <string>
 #include <thread>
@@ -31,7 +34,15 @@ constexpr std::size_t kMinPerThread = 20 * kAlign;
 // pass faster at 2^25 (49.6 against 54.3 ms, ranges apart) and 2^26 (88.5 against 111.4 ms); run 7 on
 // the quiet machine had the single pass faster at 2^24 too (24.58-24.78 against 25.83-26.43 ms over 5
 // repetitions) and the two passes at 2^22 (3.95 against 4.80 ms).
+// Which of the two is faster from that size on depends on the machine: on the VM of run 7 (Xeon, read
+// pass alone 7.6 ms at 2^24) the single pass; on the AMD EPYC VM of run 8 (read pass 2.5 ms) the two
+// passes, at 2^24 (12.9 against 15.8 ms CPU) and 2^26 (53-54 against 59-60 ms). So the default codec
+// measures: its first kTrials tensors of at least kSinglePassFrom elements alternate between the two
+// (the same bytes), timed by the steady clock, and every later one takes the path with the lower least
+// time per element (PathChooser). A codec made with an explicit threshold (make_optimized_codec_with)
+// takes the single pass from it, without measuring.
 constexpr std::size_t kSinglePassFrom = std::size_t{1} << 24;
+constexpr unsigned kTrials = 4;
 // Tensors from this size on write the 2bit body with non-temporal stores (Kernels::encode_2bit_stream)
 // in the two-pass encode. Measured 1 thread, CPU time, interleaved A/B (docs/performance.md, "Third
 // round"): 0.97x the time of the cached stores at 2^24 elements, but 1.03x at 2^20 and 1.2x at 2^12,
@@ -163,12 +174,47 @@ void parallel_ranges(std::size_t n, std::size_t align, unsigned threads, std::si
                                            std::to_string(j) + " holds " + std::to_string(body[j]));
 }
 
+// The measured choice between the single pass and the two passes (see kSinglePassFrom). Thread-safe:
+// concurrent encodes may both measure; the choice, once made, is read with one atomic load.
+class PathChooser {
+ public:
+  enum Path : int { measuring = 0, two_passes = 1, single_pass = 2 };
+  Path path() const { return static_cast<Path>(chosen_.load(std::memory_order_acquire)); }
+  // The path of the next measured encode: two passes first, then alternating.
+  Path next_trial() { return trials_.fetch_add(1, std::memory_order_relaxed) % 2 ? single_pass : two_passes; }
+  void record(Path p, std::chrono::steady_clock::duration t, std::size_t n) {
+    const std::uint64_t ps_per_element =
+        static_cast<std::uint64_t>(std::chrono::duration<double, std::pico>(t).count() / static_cast<double>(n));
+    std::atomic<std::uint64_t>& best = best_[p == single_pass];
+    for (std::uint64_t cur = best.load(); ps_per_element < cur && !best.compare_exchange_weak(cur, ps_per_element);) {
+    }
+    if (done_.fetch_add(1) + 1 == kTrials)
+      chosen_.store(best_[1].load() < best_[0].load() ? single_pass : two_passes, std::memory_order_release);
+  }
+
+ private:
+  std::atomic<int> chosen_{measuring};
+  std::atomic<unsigned> trials_{0}, done_{0};
+  std::atomic<std::uint64_t> best_[2] = {UINT64_MAX, UINT64_MAX};  // two passes, single pass
+};
+
 class OptimizedCodec final : public Codec {
  public:
+  // measure_path: the default codec's measured choice between the passes (kSinglePassFrom).
   OptimizedCodec(unsigned threads, const cpu::Kernels* kernels, std::size_t min_per_thread = kMinPerThread,
-                 std::size_t single_pass_from = kSinglePassFrom)
+                 std::size_t single_pass_from = kSinglePassFrom, bool measure_path = true)
       : threads_(threads ? threads : std::max(1u, std::thread::hardware_concurrency())), kernels_(kernels),
-        min_per_thread_(min_per_thread), single_pass_from_(single_pass_from) {}
+        min_per_thread_(min_per_thread), single_pass_from_(single_pass_from), measure_path_(measure_path) {}
+
+  // The path the measured choice settled on: "single pass", "two passes", or "measuring" (also for a
+  // codec that does not measure).
+  const char* chosen_path() const {
+    switch (chooser_.path()) {
+      case PathChooser::single_pass: return "single pass";
+      case PathChooser::two_passes: return "two passes";
+      default: return "measuring";
+    }
+  }
 
   // One tensor's encode in fewer passes over g than the default (max_abs, moments, encode_body):
   //  * own scalar, no clipping, 2bit, at least single_pass_from_ elements: one pass (encode_single_pass);
@@ -180,8 +226,18 @@ class OptimizedCodec final : public Codec {
     if (g.empty()) return Codec::encode_tensor(g, params, key, shared_scalar, body);
     if (params.clip == ClipMode::none) {
       if (!shared_scalar && params.packing == Packing::two_bit && kernels_->encode_2bit_running &&
-          g.size() >= single_pass_from_)
-        return encode_single_pass(g, key, body);
+          g.size() >= single_pass_from_) {
+        if (!measure_path_) return encode_single_pass(g, key, body);
+        PathChooser::Path path = chooser_.path();
+        if (path == PathChooser::single_pass) return encode_single_pass(g, key, body);
+        if (path == PathChooser::two_passes) return Codec::encode_tensor(g, params, key, nullptr, body);
+        path = chooser_.next_trial();
+        const auto t0 = std::chrono::steady_clock::now();
+        ScalarRule rule = path == PathChooser::single_pass ? encode_single_pass(g, key, body)
+                                                           : Codec::encode_tensor(g, params, key, nullptr, body);
+        chooser_.record(path, std::chrono::steady_clock::now() - t0, g.size());
+        return rule;
+      }
       return Codec::encode_tensor(g, params, key, shared_scalar, body);
     }
     if (!kernels_->chunk_stats) return Codec::encode_tensor(g, params, key, shared_scalar, body);
@@ -425,6 +481,8 @@ class OptimizedCodec final : public Codec {
   const cpu::Kernels* kernels_;
   std::size_t min_per_thread_;
   std::size_t single_pass_from_;
+  bool measure_path_;
+  mutable PathChooser chooser_;
 };
 
 }  // namespace
@@ -481,8 +539,12 @@ std::unique_ptr<Codec> make_optimized_codec_isa(unsigned threads, Isa isa) {
 
 namespace cpu {
 std::unique_ptr<Codec> make_optimized_codec_with(unsigned threads, const Kernels* kernels, std::size_t min_per_thread,
-                                                 std::size_t single_pass_from) {
-  return std::make_unique<OptimizedCodec>(threads, kernels, min_per_thread, single_pass_from);
+                                                 std::size_t single_pass_from, bool measure_path) {
+  return std::make_unique<OptimizedCodec>(threads, kernels, min_per_thread, single_pass_from, measure_path);
+}
+const char* chosen_path(const Codec& codec) {
+  const auto* c = dynamic_cast<const OptimizedCodec*>(&codec);
+  return c ? c->chosen_path() : "not the optimized codec";
 }
 std::size_t default_min_per_thread() { return kMinPerThread; }
 std::size_t default_single_pass_from() { return kSinglePassFrom; }
