@@ -115,6 +115,12 @@ inline unsigned keep16_double(__m512 a, __m512i u, __m512d scale) {
   return _mm512_cmp_pd_mask(ulo, plo, _CMP_LT_OQ) | (_mm512_cmp_pd_mask(uhi, phi, _CMP_LT_OQ) << 8);
 }
 
+// The lanes whose keep the float test proves (a subset of tg::keep's keeps; the lanes it leaves open
+// count as not proved).
+inline unsigned proved_keep16(__m512 a, __m512i u, const Scale& scale) {
+  return _mm512_cmp_ps_mask(_mm512_cvtepu32_ps(u), _mm512_mul_ps(a, scale.lo), _CMP_LT_OQ);
+}
+
 // Keep bits of 16 lanes of magnitudes a (already clamped) and uniforms u: exactly tg::keep's.
 inline unsigned keep16(__m512 a, __m512i u, const Scale& scale) {
   const __m512 uf = _mm512_cvtepu32_ps(u);
@@ -418,8 +424,9 @@ void avx512_encode_2bit_running(const float* g, std::size_t begin, std::size_t e
       // |g| <= m, so min(|g|, cap = m) = |g|: keep <=> (double)u < (double)|g| * 2^32/m
       const __m512 af = _mm512_castsi512_ps(a[v]);
       const unsigned keep = keep16(af, u[v], scale);
-      // kept under every final scalar <= guard: no re-check
-      const unsigned sure = keep16(af, u[v], guard_scale);
+      // proved kept under every final scalar <= guard: no re-check (a lane the float test leaves open is
+      // stored and re-decided exactly, like any other candidate)
+      const unsigned sure = proved_keep16(af, u[v], guard_scale);
       unsigned neg = _mm512_cmplt_epi32_mask(raw[v], _mm512_setzero_si512());
       line[v] = _pdep_u32(keep & ~neg, 0x55555555u) | _pdep_u32(keep & neg, 0xAAAAAAAAu);
       // candidates: the stored lanes' indexes compressed once, the three arrays gathered with them and
