@@ -37,7 +37,10 @@ study_run() {
   local name=$1
   shift
   mkdir -p "$OUT"  # here, not in study_init: a bad option leaves nothing behind
-  echo "$(date -u +%FT%TZ) start $name load $(cut -d' ' -f1-3 /proc/loadavg) binary $TG" >> "$OUT/schedule.log"
+  # the machine, so that a study run over several machines says which times come from where
+  local cpu
+  cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -1)
+  echo "$(date -u +%FT%TZ) start $name load $(cut -d' ' -f1-3 /proc/loadavg) binary $TG cpu ${cpu:-unknown} x $(nproc)" >> "$OUT/schedule.log"
   if "$@" > "$OUT/$name.log" 2>&1; then
     echo "$(date -u +%FT%TZ) done $name" >> "$OUT/schedule.log"; echo "done $name"
   else

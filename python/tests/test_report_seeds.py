@@ -142,14 +142,18 @@ def test_digests_keep_the_report_when_the_raw_runs_are_gone(tmp_path):
     for s, (f, t) in enumerate(zip([0.80, 0.82, 0.84], [0.79, 0.80, 0.84]), start=1):
         write_run(runs, f"lenet-float-w2-s{s}", f, codec="float", payload=16000)
         write_run(runs, f"lenet-terngrad-w2-s{s}", t)
-    (runs / "schedule.log").write_text("2026-01-01T00:00:00Z start lenet-float-w2-s1 load 1.50 0.1 0.1 binary x\n")
+    (runs / "schedule.log").write_text("2026-01-01T00:00:00Z start lenet-float-w2-s1 load 1.50 0.1 0.1 binary x\n"
+                                       "2026-01-01T00:00:00Z start lenet-float-w2-s2 load 0.50 0.1 0.1 binary x"
+                                       " cpu Some CPU @ 2GHz x 2\n")
     assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 0
     first = (out / "seeds.md").read_text()
     d = json.loads((out / "seeds-digest" / "lenet-float-w2-s1.json").read_text())
     # 4 steps of 16000 bytes (uplink only) and 0.5 + 0.1 + 0 + 0.1 + 0.3 = 1.0 s each: after step 2, 32000 B and 2 s
     assert d["curve"] == [[2, 0.40, 32000.0, 2.0], [4, 0.80, 64000.0, 4.0]]
     assert d["load_at_start"] == 1.5 and d["wall_s"] == 10.0 and d["source"] == "raw run"
-    assert "Load average (1 min) at the start of each run (1 of 6 runs recorded it): median 1.50" in first
+    assert "Load average (1 min) at the start of each run (2 of 6 runs recorded it): median 1.00" in first
+    assert "Machines (CPU model x cores, from schedule.log): Some CPU @ 2GHz x 2: 1 runs; not recorded: 5 runs." in first
+    assert json.loads((out / "seeds-digest" / "lenet-float-w2-s2.json").read_text())["cpu"] == "Some CPU @ 2GHz x 2"
     import shutil
     shutil.rmtree(runs)  # a fresh clone: the digests only, no runs folder
     (out / "seeds.md").unlink()

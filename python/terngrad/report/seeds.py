@@ -76,28 +76,33 @@ def step_time(row):
 
 
 def run_logs(runs_dir):
-    """({run: load average at its start}, {run: "about S s, why"}) from the study's schedule.log and the
-    hand-written pauses.log ("<run name> <seconds> <why>" per line), where they exist."""
-    loads, pauses = {}, {}
+    """({run: load average at its start}, {run: "about S s, why"}, {run: "<cpu model> x <cores>"}) from the
+    study's schedule.log and the hand-written pauses.log ("<run name> <seconds> <why>" per line), where they
+    exist."""
+    loads, pauses, cpus = {}, {}, {}
     sched = runs_dir / "schedule.log"
     if sched.is_file():
-        for m in re.finditer(r" start (\S+) load ([0-9.]+)", sched.read_text()):
-            loads[m.group(1)] = float(m.group(2))  # the last start of a run is the one that finished
+        for line in sched.read_text().splitlines():  # the last start of a run is the one that finished
+            m = re.search(r" start (\S+) load ([0-9.]+)", line)
+            if m:
+                loads[m.group(1)] = float(m.group(2))
+                c = re.search(r" cpu (.+)$", line)
+                cpus[m.group(1)] = c.group(1).strip() if c else None
     log = runs_dir / "pauses.log"
     if log.is_file():
         for line in log.read_text().splitlines():
             parts = line.split(None, 2)
             if len(parts) >= 2 and not line.startswith("#"):
                 pauses[parts[0]] = "about %s s%s" % (parts[1], ", " + parts[2] if len(parts) > 2 else "")
-    return loads, pauses
+    return loads, pauses, cpus
 
 
-def digest(run, name, load=None, pause=None):
+def digest(run, name, load=None, pause=None, cpu=None):
     """What the report keeps of one finished raw run (see the module's docstring)."""
     return {"digest_version": DIGEST_VERSION, "name": name, "source": "raw run", "config": run["config"],
             "steps_done": run["steps_done"], "final_test_accuracy": run["final_test_accuracy"],
             "bytes_per_worker_step": run["bytes_per_worker_step"], "wall_s": run["time_s"]["wall"],
-            "curve": [list(c) for c in curves(run)], "load_at_start": load, "pause": pause}
+            "curve": [list(c) for c in curves(run)], "load_at_start": load, "pause": pause, "cpu": cpu}
 
 
 def check_digest(d, path):
@@ -123,14 +128,14 @@ def load_runs(runs_dir, digest_dir=None):
         for f in sorted(digest_dir.glob("*.json")):
             found[f.stem] = check_digest(read_json(f), f)
     if runs_dir.is_dir():
-        loads, pauses = run_logs(runs_dir)
+        loads, pauses, cpus = run_logs(runs_dir)
         for d in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
             if not RUN_NAME.match(d.name) or not (d / ".complete").is_file():
                 continue
             run = read_train_run(d)
             if run is None:
                 continue
-            found[d.name] = digest(run, d.name, loads.get(d.name), pauses.get(d.name))
+            found[d.name] = digest(run, d.name, loads.get(d.name), pauses.get(d.name), cpus.get(d.name))
             if digest_dir is not None:
                 digest_dir.mkdir(parents=True, exist_ok=True)
                 write_output(digest_dir / f"{d.name}.json", json.dumps(found[d.name], indent=1, sort_keys=True) + "\n")
@@ -220,6 +225,13 @@ def render(runs_dir, out_dir):
     if loads:
         w("Load average (1 min) at the start of each run (%d of %d runs recorded it): median %.2f, highest %.2f"
           " (2 cores); times below are only as clean as that.\n" % (len(loads), len(every), statistics.median(loads), max(loads)))
+    machines = {}
+    for r in every:
+        machines.setdefault(r.get("cpu") or "not recorded", []).append(r)
+    if len(machines) > 1 or "not recorded" not in machines:
+        w("Machines (CPU model x cores, from schedule.log): " + "; ".join(
+            "%s: %d runs" % (m, len(rs)) for m, rs in sorted(machines.items())) + ". Wall times compare only"
+          " within one machine; accuracies do not depend on it (the same seed gives the same bits).\n")
     notes = ["%s (%s)" % (r["name"], r["pause"]) for r in sorted(every, key=lambda r: r["name"]) if r.get("pause")]
     if notes:
         w("Runs stopped (SIGSTOP) for a while, so that their wall time includes the pause: " + "; ".join(notes) + ".\n")
