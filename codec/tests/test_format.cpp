@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
 
 #include "test_util.hpp"
 #include "tg/codec.hpp"
@@ -27,6 +28,29 @@ TEST(Crc32c, CheckValue) {
   const char* s = "123456789";
   EXPECT_EQ(tg::crc32c({reinterpret_cast<const std::uint8_t*>(s), 9}), 0xe3069283u);
   EXPECT_EQ(tg::crc32c({}), 0u);
+}
+
+// Long inputs take three interleaved chains joined by the zero-byte operator (format.cpp): against a
+// bit-at-a-time CRC32C (reflected polynomial 0x82F63B78, initial and final xor 0xffffffff) at sizes
+// around the split (2^16 bytes) and with every remainder modulo 24 (the chains take whole 8-byte words
+// of each third).
+TEST(Crc32c, LongInputsMatchTheBitwiseDefinition) {
+  auto bitwise = [](const std::vector<std::uint8_t>& b, std::size_t n) {
+    std::uint32_t c = 0xffffffffu;
+    for (std::size_t i = 0; i < n; ++i) {
+      c ^= b[i];
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+    }
+    return c ^ 0xffffffffu;
+  };
+  std::mt19937 rng(7);
+  std::vector<std::uint8_t> b((std::size_t{1} << 20) + 64);
+  for (auto& x : b) x = static_cast<std::uint8_t>(rng());
+  std::vector<std::size_t> sizes = {65535, 65536, 65537, (std::size_t{1} << 20) + 61};
+  for (std::size_t r = 0; r < 24; ++r) sizes.push_back(3 * 65536 + r);
+  for (std::size_t n : sizes) EXPECT_EQ(tg::crc32c({b.data(), n}), bitwise(b, n)) << "n=" << n;
+  std::vector<std::uint8_t> zeros(200000, 0);
+  EXPECT_EQ(tg::crc32c(zeros), bitwise(zeros, zeros.size()));
 }
 
 TEST(Golden, EveryImplementationReproducesThePythonPayloads) {

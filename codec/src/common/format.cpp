@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <nmmintrin.h>
@@ -47,8 +48,60 @@ std::uint32_t crc32c_portable(std::uint32_t crc, const std::uint8_t* p, std::siz
 }
 
 #ifdef TG_HAVE_X86
+// The CRC register after n zero bytes, starting from crc (no pre- or post-conditioning): multiplication
+// by x^(8n) modulo the reflected Castagnoli polynomial, by repeated squaring of the one-zero-bit
+// operator (32x32 matrices over GF(2), as zlib's crc32_combine). About 35 squarings for n < 2^32.
+std::uint32_t gf2_times(const std::uint32_t* mat, std::uint32_t vec) {
+  std::uint32_t sum = 0;
+  for (; vec; vec >>= 1, ++mat)
+    if (vec & 1) sum ^= *mat;
+  return sum;
+}
+std::uint32_t crc32c_zeros(std::uint32_t crc, std::uint64_t n) {
+  std::uint32_t odd[32], even[32];
+  odd[0] = 0x82F63B78u;  // one zero bit
+  for (int k = 1; k < 32; ++k) odd[k] = 1u << (k - 1);
+  for (int k = 0; k < 32; ++k) even[k] = gf2_times(odd, odd[k]);  // two zero bits
+  for (int k = 0; k < 32; ++k) odd[k] = gf2_times(even, even[k]);  // four
+  std::uint32_t* op = odd;  // the operator for 8 zero bits comes next
+  std::uint32_t* other = even;
+  while (n) {
+    for (int k = 0; k < 32; ++k) other[k] = gf2_times(op, op[k]);  // squared: the next power of two
+    std::swap(op, other);
+    if (n & 1) crc = gf2_times(op, crc);
+    n >>= 1;
+  }
+  return crc;
+}
+
+// Three independent CRC chains over the thirds of the input hide the crc32 instruction's latency (3
+// cycles, one per cycle issued); their registers are then joined: crc(A B) = zeros(crc(A), |B|) ^ crc0(B),
+// where crc0 starts from 0 (the register update is linear). Below kCrcSplit bytes one chain.
+constexpr std::size_t kCrcSplit = std::size_t{1} << 16;
+__attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42_chain(std::uint32_t crc, const std::uint8_t* p,
+                                                                    std::size_t n);
 __attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42(std::uint32_t crc, const std::uint8_t* p,
                                                               std::size_t n) {
+  if (n < kCrcSplit) return crc32c_sse42_chain(crc, p, n);
+  const std::size_t third = n / 24 * 8;  // whole 8-byte words
+  const std::uint8_t* b = p + third;
+  const std::uint8_t* c = p + 2 * third;
+  std::uint64_t c0 = crc, c1 = 0, c2 = 0;
+  for (std::size_t k = 0; k < third; k += 8) {
+    std::uint64_t va, vb, vc;
+    std::memcpy(&va, p + k, 8);
+    std::memcpy(&vb, b + k, 8);
+    std::memcpy(&vc, c + k, 8);
+    c0 = _mm_crc32_u64(c0, va);
+    c1 = _mm_crc32_u64(c1, vb);
+    c2 = _mm_crc32_u64(c2, vc);
+  }
+  std::uint32_t r = crc32c_zeros(static_cast<std::uint32_t>(c0), third) ^ static_cast<std::uint32_t>(c1);
+  r = crc32c_zeros(r, third) ^ static_cast<std::uint32_t>(c2);
+  return crc32c_sse42_chain(r, p + 3 * third, n - 3 * third);
+}
+__attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42_chain(std::uint32_t crc, const std::uint8_t* p,
+                                                                    std::size_t n) {
   std::uint64_t c = crc;
   while (n >= 8) {
     std::uint64_t v;
