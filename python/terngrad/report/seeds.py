@@ -231,7 +231,8 @@ def render(runs_dir, out_dir):
     if len(machines) > 1 or "not recorded" not in machines:
         w("Machines (CPU model x cores, from schedule.log): " + "; ".join(
             "%s: %d runs" % (m, len(rs)) for m, rs in sorted(machines.items())) + ". Wall times compare only"
-          " within one machine; accuracies do not depend on it (the same seed gives the same bits).\n")
+          " within one machine. Accuracies can differ in the last bits between CPUs (LibTorch's CPU kernels"
+          " depend on the instruction set), not between thread counts on one machine.\n")
     notes = ["%s (%s)" % (r["name"], r["pause"]) for r in sorted(every, key=lambda r: r["name"]) if r.get("pause")]
     if notes:
         w("Runs stopped (SIGSTOP) for a while, so that their wall time includes the pause: " + "; ".join(notes) + ".\n")
