@@ -427,3 +427,36 @@ TEST(FewerPassEncode, MeasuredPathChoiceKeepsTheBytes) {
   }
   EXPECT_STREQ(tg::cpu::chosen_path(tg::reference_codec()), "not the optimized codec");
 }
+
+// Elements at the keep boundary of the single pass's guard: the running maximum is m from the start (the
+// sampled first element), the last element is 2 m, so every piece's guard R = 2 m equals the final scalar
+// and no piece is redone. Every element up to m sits at its keep boundary under 2 m (one float below,
+// the tie, one above): each is kept under the running maximum m, so whether it is stored for the
+// re-check rests on the guard test alone. A guard test that claims a keep it has not proved leaves a
+// code that the final scalar drops. Every kernel set, 1 and 3 parts, the single pass forced.
+TEST(FewerPassEncode, GuardBoundaryCandidatesAreReDecided) {
+  const tg::StreamKey key{0x6a09e667f3bcc908ull, 7, 2, 3};
+  for (float m : {0.75f, 1.0f, 3e-20f})
+    for (std::size_t n : {std::size_t{70001}, std::size_t{200003}}) {
+      const float s = 2.0f * m;
+      const double scale = tg::kTwoPow32 / static_cast<double>(s);
+      std::vector<float> g(n);
+      std::mt19937_64 rng(n);
+      for (std::size_t k = 1; k + 1 < n; ++k) {
+        const std::uint32_t u = tg::philox_block(key, static_cast<std::uint32_t>(k / 4)).v[k % 4];
+        const float a = std::min(boundary::magnitude_at(u, scale, static_cast<int>(k % 3)), m);
+        g[k] = (rng() & 1) ? -a : a;
+      }
+      g[0] = m;
+      g[n - 1] = -s;  // not a sampled position (one per 16384 elements)
+      const auto want = tg::encode(tg::reference_codec(), g, {}, key);
+      for (const auto& set : tg::cpu::compiled_kernel_sets()) {
+        if (!set.cpu_runs()) continue;
+        for (unsigned threads : {1u, 3u}) {
+          auto codec = tg::cpu::make_optimized_codec_with(threads, set.kernels(), 20480, 0);
+          ASSERT_EQ(tg::encode(*codec, g, {}, key), want)
+              << set.name << " threads=" << threads << " m=" << m << " n=" << n;
+        }
+      }
+    }
+}
