@@ -42,7 +42,8 @@ study_run() {
   cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -1)
   echo "$(date -u +%FT%TZ) start $name load $(cut -d' ' -f1-3 /proc/loadavg) binary $TG cpu ${cpu:-unknown} x $(nproc)" >> "$OUT/schedule.log"
   if "$@" > "$OUT/$name.log" 2>&1; then
-    echo "$(date -u +%FT%TZ) done $name" >> "$OUT/schedule.log"; echo "done $name"
+    # the 1-, 5- and 15-minute load averages at the end: what else ran during the run
+    echo "$(date -u +%FT%TZ) done $name load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/schedule.log"; echo "done $name"
   else
     echo "$(date -u +%FT%TZ) FAILED $name" >> "$OUT/schedule.log"; echo "FAILED $name (see $OUT/$name.log)" >&2
     return 1

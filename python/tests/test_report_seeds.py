@@ -144,7 +144,8 @@ def test_digests_keep_the_report_when_the_raw_runs_are_gone(tmp_path):
         write_run(runs, f"lenet-terngrad-w2-s{s}", t)
     (runs / "schedule.log").write_text("2026-01-01T00:00:00Z start lenet-float-w2-s1 load 1.50 0.1 0.1 binary x\n"
                                        "2026-01-01T00:00:00Z start lenet-float-w2-s2 load 0.50 0.1 0.1 binary x"
-                                       " cpu Some CPU @ 2GHz x 2\n")
+                                       " cpu Some CPU @ 2GHz x 2\n"
+                                       "2026-01-01T00:09:00Z done lenet-float-w2-s2 load 2.10 2.05 1.75\n")
     assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 0
     first = (out / "seeds.md").read_text()
     d = json.loads((out / "seeds-digest" / "lenet-float-w2-s1.json").read_text())
@@ -154,6 +155,8 @@ def test_digests_keep_the_report_when_the_raw_runs_are_gone(tmp_path):
     assert "Load average (1 min) at the start of each run (2 of 6 runs recorded it): median 1.00" in first
     assert "Machines (CPU model x cores, from schedule.log): Some CPU @ 2GHz x 2: 1 runs; not recorded: 5 runs." in first
     assert json.loads((out / "seeds-digest" / "lenet-float-w2-s2.json").read_text())["cpu"] == "Some CPU @ 2GHz x 2"
+    assert json.loads((out / "seeds-digest" / "lenet-float-w2-s2.json").read_text())["load15_at_end"] == 1.75
+    assert "15-minute load average at the end of each run (1 runs recorded it" in first and "median 1.75" in first
     import shutil
     shutil.rmtree(runs)  # a fresh clone: the digests only, no runs folder
     (out / "seeds.md").unlink()

@@ -76,10 +76,10 @@ def step_time(row):
 
 
 def run_logs(runs_dir):
-    """({run: load average at its start}, {run: "about S s, why"}, {run: "<cpu model> x <cores>"}) from the
-    study's schedule.log and the hand-written pauses.log ("<run name> <seconds> <why>" per line), where they
+    """({run: load average at its start}, {run: "about S s, why"}, {run: "<cpu model> x <cores>"}, {run: 15-minute
+    load average at its end}) from the study's schedule.log and the hand-written pauses.log ("<run name> <seconds> <why>" per line), where they
     exist."""
-    loads, pauses, cpus = {}, {}, {}
+    loads, pauses, cpus, end_loads = {}, {}, {}, {}
     sched = runs_dir / "schedule.log"
     if sched.is_file():
         for line in sched.read_text().splitlines():  # the last start of a run is the one that finished
@@ -88,21 +88,25 @@ def run_logs(runs_dir):
                 loads[m.group(1)] = float(m.group(2))
                 c = re.search(r" cpu (.+)$", line)
                 cpus[m.group(1)] = c.group(1).strip() if c else None
+            m = re.search(r" done (\S+) load [0-9.]+ [0-9.]+ ([0-9.]+)", line)
+            if m:
+                end_loads[m.group(1)] = float(m.group(2))
     log = runs_dir / "pauses.log"
     if log.is_file():
         for line in log.read_text().splitlines():
             parts = line.split(None, 2)
             if len(parts) >= 2 and not line.startswith("#"):
                 pauses[parts[0]] = "about %s s%s" % (parts[1], ", " + parts[2] if len(parts) > 2 else "")
-    return loads, pauses, cpus
+    return loads, pauses, cpus, end_loads
 
 
-def digest(run, name, load=None, pause=None, cpu=None):
+def digest(run, name, load=None, pause=None, cpu=None, load15_at_end=None):
     """What the report keeps of one finished raw run (see the module's docstring)."""
     return {"digest_version": DIGEST_VERSION, "name": name, "source": "raw run", "config": run["config"],
             "steps_done": run["steps_done"], "final_test_accuracy": run["final_test_accuracy"],
             "bytes_per_worker_step": run["bytes_per_worker_step"], "wall_s": run["time_s"]["wall"],
-            "curve": [list(c) for c in curves(run)], "load_at_start": load, "pause": pause, "cpu": cpu}
+            "curve": [list(c) for c in curves(run)], "load_at_start": load, "pause": pause, "cpu": cpu,
+            "load15_at_end": load15_at_end}
 
 
 def check_digest(d, path):
@@ -128,14 +132,15 @@ def load_runs(runs_dir, digest_dir=None):
         for f in sorted(digest_dir.glob("*.json")):
             found[f.stem] = check_digest(read_json(f), f)
     if runs_dir.is_dir():
-        loads, pauses, cpus = run_logs(runs_dir)
+        loads, pauses, cpus, end_loads = run_logs(runs_dir)
         for d in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
             if not RUN_NAME.match(d.name) or not (d / ".complete").is_file():
                 continue
             run = read_train_run(d)
             if run is None:
                 continue
-            found[d.name] = digest(run, d.name, loads.get(d.name), pauses.get(d.name), cpus.get(d.name))
+            found[d.name] = digest(run, d.name, loads.get(d.name), pauses.get(d.name), cpus.get(d.name),
+                                   end_loads.get(d.name))
             if digest_dir is not None:
                 digest_dir.mkdir(parents=True, exist_ok=True)
                 write_output(digest_dir / f"{d.name}.json", json.dumps(found[d.name], indent=1, sort_keys=True) + "\n")
@@ -225,6 +230,10 @@ def render(runs_dir, out_dir):
     if loads:
         w("Load average (1 min) at the start of each run (%d of %d runs recorded it): median %.2f, highest %.2f"
           " (2 cores); times below are only as clean as that.\n" % (len(loads), len(every), statistics.median(loads), max(loads)))
+    ends = [r["load15_at_end"] for r in every if r.get("load15_at_end") is not None]
+    if ends:
+        w("15-minute load average at the end of each run (%d runs recorded it; a run alone on the machine with"
+          " its 2 simulation threads keeps it near 2): median %.2f, highest %.2f.\n" % (len(ends), statistics.median(ends), max(ends)))
     machines = {}
     for r in every:
         machines.setdefault(r.get("cpu") or "not recorded", []).append(r)
