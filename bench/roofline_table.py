@@ -19,7 +19,7 @@ def main(path):
         runs.setdefault(b["run_name"], []).append(b)
     ctx = data["context"]
     print(f"Run {ctx['date']}, {ctx['num_cpus']} CPUs at {ctx['mhz_per_cpu']} MHz, load average "
-          f"{[round(x, 2) for x in ctx.get('load_avg', [])]} at the start, `{ctx['executable']}`; "
+          f"{[round(x, 2) for x in ctx.get('load_avg', [])]} as Google Benchmark records it (at the run's end), `{ctx['executable']}`; "
           f"medians of {max(len(v) for v in runs.values())} repetitions.\n")
     print("| row | label | real ms | CPU ms | x_memcpy | of_bound | ns/element |")
     print("|---|---|---:|---:|---:|---:|---:|")
