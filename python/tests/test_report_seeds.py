@@ -194,6 +194,10 @@ def test_raw_run_replaces_its_digest_and_recovered_digests_are_stated(tmp_path):
     ('{"digest_version": 1, "name": "lenet-float-w2-s1"}', "without 'config'"),
     ('{"digest_version": 1, "name": "lenet-float-w2-s2", "config": {}, "steps_done": 1, "final_test_accuracy": 0.5,'
      ' "bytes_per_worker_step": {}}', "is not the file's name"),
+    ('{"digest_version": 1, "name": "lenet-float-w2-s1", "config": {}, "steps_done": 1, "final_test_accuracy": 0.5,'
+     ' "bytes_per_worker_step": {}, "time_s": {"wall": "ten"}}', "time_s is not an object of seconds"),
+    ('{"digest_version": 1, "name": "lenet-float-w2-s1", "config": {}, "steps_done": 1, "final_test_accuracy": 0.5,'
+     ' "bytes_per_worker_step": {}, "time_s": {"wall": -1}}', "time_s is not an object of seconds"),
 ])
 def test_a_malformed_digest_is_one_line_and_exit_2(tmp_path, capsys, bad, says):
     runs, out = tmp_path / "runs", tmp_path / "out"
@@ -217,3 +221,34 @@ def test_no_figure_when_no_run_kept_its_curve(tmp_path):
     md = (out / "seeds.md").read_text()
     assert "| float | 2 | 1 | 50.00 (1 seed: no interval) | 50.00 |" in md
     assert "![cifarnet]" not in md and not (out / "cifarnet_seeds.png").exists()
+
+
+def test_time_split_is_the_median_per_arm_without_stopped_runs(tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    splits = {  # compute, encode, decode, wait, wire, optimizer, wall
+        1: (100, 20, 10, 0, 0, 5, 150),
+        2: (110, 30, 14, 0, 0, 7, 170),
+        3: (500, 500, 500, 0, 0, 500, 9000),  # stopped for a while: left out, though its numbers would move the median
+    }
+    for s, (c, e, d, wa, wi, o, wall) in splits.items():
+        write_run(runs, f"lenet-qsgd-w2-s{s}", 0.8, codec="qsgd")
+        run_json = runs / f"lenet-qsgd-w2-s{s}" / "run.json"
+        run = json.loads(run_json.read_text())
+        run["time_s"] = {"compute": c, "encode": e, "decode": d, "wait": wa, "wire": wi, "communicate": wa + wi,
+                         "optimizer": o, "wall": wall}
+        run_json.write_text(json.dumps(run))
+    write_run(runs, "lenet-float-w2-s1", 0.8, codec="float")  # time_s has the wall alone: phases 0, all "other"
+    (runs / "pauses.log").write_text("lenet-qsgd-w2-s3 600 a benchmark\n")
+    assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 0
+    md = (out / "seeds.md").read_text()
+    # medians of seeds 1 and 2: compute 105, encode 25, decode 12, exchange 0, optimizer 6, wall 160,
+    # other = median(150 - 135, 170 - 161) = median(15, 9) = 12; codec share median(30/150, 44/170) = (20 + 25.88) / 2 = 22.9
+    assert "| qsgd | 2 | 2 | 105 | 25 | 12 | 0 | 6 | 12 | 160 | 23 |" in md
+    assert "| float | 2 | 1 | 0 | 0 | 0 | 0 | 0 | 10 | 10 | 0 |" in md
+    digest = json.loads((out / "seeds-digest" / "lenet-qsgd-w2-s2.json").read_text())
+    assert digest["time_s"]["encode"] == 30 and digest["time_s"]["wall"] == 170
+    # the same table from the digests alone
+    import shutil
+    shutil.rmtree(runs)
+    assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 0
+    assert "| qsgd | 2 | 2 | 105 | 25 | 12 | 0 | 6 | 12 | 160 | 23 |" in (out / "seeds.md").read_text()

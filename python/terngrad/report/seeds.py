@@ -4,7 +4,8 @@ t-interval, the paired float-minus-arm gap with its interval (runs of one seed s
 data order), and accuracy against steps, communicated bytes and time with per-seed bands.
 Raw run folders are not kept in git (a LeNet run's steps.csv alone is about 1 MB); every render writes one
 small digest per finished run into <out>/seeds-digest/<run>.json (what the report needs: settings, bytes, final
-accuracy, the accuracy curve with cumulative bytes and time, wall time, load average and pause), and renders
+accuracy, the accuracy curve with cumulative bytes and time, wall time and its split into the step's phases,
+load average and pause), and renders
 from the digests it finds there together with the raw runs, which win over a digest of the same name. The
 digests are committed, so a study spread over several machines or sessions adds up.
 Run: python -m terngrad.report seeds [--runs reports/train/seeds] [--out reports/train]."""
@@ -106,7 +107,7 @@ def digest(run, name, load=None, pause=None, cpu=None, load15_at_end=None):
             "steps_done": run["steps_done"], "final_test_accuracy": run["final_test_accuracy"],
             "bytes_per_worker_step": run["bytes_per_worker_step"], "wall_s": run["time_s"]["wall"],
             "curve": [list(c) for c in curves(run)], "load_at_start": load, "pause": pause, "cpu": cpu,
-            "load15_at_end": load15_at_end}
+            "load15_at_end": load15_at_end, "time_s": run.get("time_s")}
 
 
 def check_digest(d, path):
@@ -120,6 +121,10 @@ def check_digest(d, path):
             raise InputError(f"{path}: digest without '{k}'")
     if not isinstance(d["name"], str) or not RUN_NAME.match(d["name"]) or path.stem != d["name"]:
         raise InputError(f"{path}: digest name {d['name']!r} is not the file's name <net>-<arm>-w<workers>-s<seed>")
+    t = d.get("time_s")
+    if t is not None and (not isinstance(t, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 for v in t.values())):
+        raise InputError(f"{path}: digest's time_s is not an object of seconds (finite numbers >= 0)")
     return d
 
 
@@ -314,6 +319,19 @@ def render(runs_dir, out_dir):
                     w("- %d workers: the paper's gap %.2f points is %s our interval [%.2f, %.2f]."
                       % (g[0], gap, "inside" if inside else "outside", lo, hi))
             w("")
+        split = time_split_rows(groups, keys)
+        if split:
+            w("Where a run's time goes: seconds per run, median over the runs of the arm that kept the split (from"
+              " run.json's time_s; runs stopped for a while are left out, their pause lies in one of the phases)."
+              " In the simulation one process computes every worker's gradient (`--sim-threads` at once), then"
+              " encodes and decodes every worker's payload in turn on one thread, so the codec columns add up"
+              " all workers. TernGrad's codec is the project's optimized one (tg::cpu); QSGD's and EF-SignSGD's"
+              " are the trainer's scalar baselines (experiments/train/src/baselines.cpp), so their codec"
+              " columns compare implementations as well as methods. The float arm's encode is the simulation's sum of the"
+              " workers' gradients (the allreduce's arithmetic), its decode the division by the worker count. \"other\" is the wall time outside the"
+              " steps (evaluations, loading the data).\n")
+            w(md_table(["arm", "workers", "runs", "compute", "encode", "decode", "exchange (wait + wire)",
+                        "optimizer", "other", "wall", "encode + decode, % of wall"], split))
         png = f"{net}_seeds.png"
         if figure(net, groups, out_dir / png):
             w(f"![{net}]({png})\n")
@@ -333,6 +351,39 @@ def render(runs_dir, out_dir):
     path = out_dir / "seeds.md"
     write_output(path, "\n".join(out) + "\n")
     return path
+
+
+SPLIT_PHASES = ("compute", "encode", "decode", "exchange", "optimizer")
+
+
+def time_split(run):
+    """{phase: seconds} of one digest's run (exchange = wait + wire, or communicate where the run has no
+    split of it), with "other" = wall - the phases; None when the digest kept no time_s or the run was
+    stopped for a while."""
+    t = run.get("time_s")
+    if not isinstance(t, dict) or run.get("pause") or not t.get("wall"):
+        return None
+    out = {p: float(t.get(p) or 0.0) for p in ("compute", "encode", "decode", "optimizer")}
+    out["exchange"] = float(t.get("wait") or 0.0) + float(t.get("wire") or 0.0)
+    if not out["exchange"]:
+        out["exchange"] = float(t.get("communicate") or 0.0)
+    out["wall"] = float(t["wall"])
+    out["other"] = out["wall"] - sum(out[p] for p in SPLIT_PHASES)
+    return out
+
+
+def time_split_rows(groups, keys):
+    """Table rows of the median time split per (workers, arm), for the arms with at least one split."""
+    rows = []
+    for _, wk, arm in keys:
+        splits = [s for s in (time_split(r) for r in groups[(_, wk, arm)].values()) if s]
+        if not splits:
+            continue
+        med = {p: statistics.median(s[p] for s in splits) for p in SPLIT_PHASES + ("other", "wall")}
+        codec = statistics.median(100.0 * (s["encode"] + s["decode"]) / s["wall"] for s in splits)
+        rows.append([arm, wk, len(splits)] + ["%.0f" % med[p] for p in SPLIT_PHASES + ("other", "wall")]
+                    + ["%.0f" % codec])
+    return rows
 
 
 def threads_text(runs):
