@@ -87,6 +87,25 @@ TEST_P(KernelWalk, PhiloxPublishedKnownAnswersInEveryLane) {
   }
 }
 
+// The public bulk generator (tg::philox_blocks, the widest set this CPU runs): every count from 0 to
+// 70 blocks, starting anywhere including just before the counter wraps, equals philox_block and writes
+// nothing past count.
+TEST(PhiloxBlocks, PublicGeneratorEqualsPhiloxBlock) {
+  const tg::StreamKey key{0x0123456789abcdefULL, 3, 0x51000007u, 11};
+  for (std::uint32_t first : {0u, 5u, 1000u, 0xFFFFFFFAu}) {
+    for (std::size_t count = 0; count <= 70; ++count) {
+      std::vector<tg::PhiloxBlock> out(count + kGuard);
+      for (auto& b : out) b.v[0] = b.v[1] = b.v[2] = b.v[3] = 0xCACACACAu;
+      tg::philox_blocks(key, first, count, out.data());
+      for (std::size_t l = 0; l < count; ++l) {
+        tg::PhiloxBlock want = tg::philox_block(key, first + static_cast<std::uint32_t>(l));
+        for (int j = 0; j < 4; ++j) ASSERT_EQ(out[l].v[j], want.v[j]) << "first " << first << " count " << count << " block " << l;
+      }
+      for (std::size_t l = count; l < out.size(); ++l) ASSERT_EQ(out[l].v[0], 0xCACACACAu) << "wrote past count " << count;
+    }
+  }
+}
+
 std::string describe(const KernelSet& set, std::size_t n, const tg::Params& p) {
   return std::string(set.name) + " n=" + std::to_string(n) + " clip=" + tg::to_string(p.clip) +
          " packing=" + tg::to_string(p.packing);

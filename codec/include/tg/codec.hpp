@@ -99,6 +99,10 @@ std::unique_ptr<Codec> make_optimized_codec_isa(unsigned threads, Isa isa);
 /// the library was built without them: targets other than x86-64).
 bool cpu_has_avx2();
 bool cpu_has_avx512();
+/// Philox blocks first .. first + count - 1 (mod 2^32) of the stream `key` into out[0 .. count): the
+/// words of philox_block(key, first + i), made by the widest generator this CPU runs (about 20x the
+/// scalar philox_block with AVX-512). For codecs outside this library that draw from the same stream.
+void philox_blocks(const StreamKey& key, std::uint32_t first, std::size_t count, PhiloxBlock* out);
 
 /// The registry of CPU implementations, one naming scheme: "reference", "optimized" (best kernels,
 /// `threads` threads), "optimized-<isa>" with isa portable, avx2 or avx512, and any optimized name

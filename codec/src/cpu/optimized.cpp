@@ -550,6 +550,16 @@ std::size_t default_min_per_thread() { return kMinPerThread; }
 std::size_t default_single_pass_from() { return kSinglePassFrom; }
 }  // namespace cpu
 
+void philox_blocks(const StreamKey& key, std::uint32_t first, std::size_t count, PhiloxBlock* out) {
+  static const cpu::Kernels* const best = [] {
+    const cpu::Kernels* k = nullptr;
+    for (const cpu::KernelSet& set : cpu::compiled_kernel_sets())
+      if (set.cpu_runs()) k = set.kernels();  // the sets come in increasing width
+    return k;
+  }();
+  best->philox_blocks(key, first, count, out);
+}
+
 std::unique_ptr<Codec> make_optimized_codec(unsigned threads, bool force_portable) {
   return make_optimized_codec_isa(threads, force_portable ? Isa::portable : Isa::best);
 }

@@ -7,7 +7,9 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "tg/codec.hpp"
 #include "tg/error.hpp"
 
 namespace tg::train {
@@ -47,21 +49,23 @@ void check_levels(int levels) {
                                 std::to_string(kQsgdMaxLevels) + "]");
 }
 
-// LSB-first bit stream of fixed-width codes.
+// LSB-first bit stream of fixed-width codes (at most 17 bits each), stored 4 bytes at a time: a word is
+// written once 32 bits of codes are pending, so every byte written holds codes (no write past the payload).
 class BitWriter {
  public:
   explicit BitWriter(std::span<std::uint8_t> out) : out_(out) {}
   void put(std::uint32_t code, int bits) {
     acc_ |= static_cast<std::uint64_t>(code) << fill_;
     fill_ += bits;
-    while (fill_ >= 8) {
-      out_[at_++] = static_cast<std::uint8_t>(acc_);
-      acc_ >>= 8;
-      fill_ -= 8;
+    if (fill_ >= 32) {
+      for (int b = 0; b < 4; ++b) out_[at_ + b] = static_cast<std::uint8_t>(acc_ >> (8 * b));
+      at_ += 4;
+      acc_ >>= 32;
+      fill_ -= 32;
     }
   }
   void flush() {
-    if (fill_ > 0) out_[at_++] = static_cast<std::uint8_t>(acc_);
+    for (; fill_ > 0; fill_ -= 8, acc_ >>= 8) out_[at_++] = static_cast<std::uint8_t>(acc_);
     acc_ = 0;
     fill_ = 0;
   }
@@ -73,13 +77,21 @@ class BitWriter {
   int fill_ = 0;
 };
 
+// Reads what BitWriter wrote: 4 bytes at a time while 4 remain, then byte by byte (no read past the payload).
 class BitReader {
  public:
   explicit BitReader(std::span<const std::uint8_t> in) : in_(in) {}
   std::uint32_t get(int bits) {
-    while (fill_ < bits) {
-      acc_ |= static_cast<std::uint64_t>(in_[at_++]) << fill_;
-      fill_ += 8;
+    if (fill_ < bits) {
+      if (at_ + 4 <= in_.size()) {
+        std::uint64_t word = 0;
+        for (int b = 0; b < 4; ++b) word |= static_cast<std::uint64_t>(in_[at_ + b]) << (8 * b);
+        acc_ |= word << fill_;
+        fill_ += 32;
+        at_ += 4;
+      } else {
+        for (; fill_ < bits; fill_ += 8) acc_ |= static_cast<std::uint64_t>(in_[at_++]) << fill_;
+      }
     }
     auto v = static_cast<std::uint32_t>(acc_ & ((std::uint64_t{1} << bits) - 1));
     acc_ >>= bits;
@@ -93,6 +105,25 @@ class BitReader {
   std::uint64_t acc_ = 0;
   int fill_ = 0;
 };
+
+// v, negated when negative is 1: the sign bit flipped (what -v is), without a branch on a sign that is
+// as likely one way as the other.
+inline float negate_if(float v, std::uint32_t negative) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  bits ^= negative << 31;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+// Elements per batch of Philox blocks drawn at once by the QSGD encoder (a multiple of 4).
+constexpr std::size_t kPhiloxBatch = 4096;
+
+// The decoded value of QSGD level `level` of a bucket with this norm (the encoder's inverse, one expression
+// for the table and the direct path).
+inline float qsgd_value(float norm, std::uint32_t level, int levels) {
+  return static_cast<float>(static_cast<double>(norm) * level / levels);
+}
 
 }  // namespace
 
@@ -122,12 +153,12 @@ void qsgd_encode(std::span<const float> g, int levels, std::uint64_t bucket, con
   if (g.size() > kMaxElements) throw std::invalid_argument("tensor too large for one Philox stream");
   for (std::size_t k = 0; k < g.size(); ++k)
     if (!std::isfinite(g[k])) throw NonFiniteError(tensor, k, g[k]);
-  const std::size_t buckets = qsgd_buckets(g.size(), bucket);
-  const std::size_t width = bucket == 0 ? g.size() : static_cast<std::size_t>(bucket);
-  BitWriter bits(out.subspan(4 * buckets));
-  PhiloxBlock block{};
+  const std::size_t n = g.size();
+  const std::size_t buckets = qsgd_buckets(n, bucket);
+  const std::size_t width = bucket == 0 ? n : static_cast<std::size_t>(bucket);
+  std::vector<double> scales(buckets);
   for (std::size_t b = 0; b < buckets; ++b) {
-    const std::size_t lo_k = b * width, hi_k = std::min(g.size(), lo_k + width);
+    const std::size_t lo_k = b * width, hi_k = std::min(n, lo_k + width);
     double sumsq = 0.0;
     for (std::size_t k = lo_k; k < hi_k; ++k) sumsq += static_cast<double>(g[k]) * g[k];
     const double norm_d = std::sqrt(sumsq);
@@ -138,14 +169,30 @@ void qsgd_encode(std::span<const float> g, int levels, std::uint64_t bucket, con
                                   " of elements " + std::to_string(lo_k) + ".." + std::to_string(hi_k) +
                                   " does not fit in float32");
     put_f32(out.subspan(4 * b), norm);
-    const double scale = norm > 0.0f ? static_cast<double>(levels) / static_cast<double>(norm) : 0.0;
-    for (std::size_t k = lo_k; k < hi_k; ++k) {
-      if (k % 4 == 0 || k == lo_k) block = philox_block(key, static_cast<std::uint32_t>(k / 4));
-      double r = std::fabs(static_cast<double>(g[k])) * scale;  // in [0, levels]
-      double lo = std::floor(r);
-      auto threshold = static_cast<std::uint64_t>((r - lo) * kTwoPow32);  // in [0, 2^32)
-      auto level = static_cast<std::uint32_t>(lo) + (block.v[k % 4] < threshold ? 1u : 0u);
-      std::uint32_t sign = level != 0 && g[k] < 0.0f ? 1u : 0u;
+    scales[b] = norm > 0.0f ? static_cast<double>(levels) / static_cast<double>(norm) : 0.0;
+  }
+  // Element k takes word k % 4 of Philox block k / 4, drawn kPhiloxBatch elements at a time.
+  BitWriter bits(out.subspan(4 * buckets));
+  PhiloxBlock blocks[kPhiloxBatch / 4];
+  std::size_t b = 0, bucket_end = std::min(n, width);
+  double scale = scales[0];
+  for (std::size_t c0 = 0; c0 < n; c0 += kPhiloxBatch) {
+    const std::size_t c1 = std::min(n, c0 + kPhiloxBatch);
+    tg::philox_blocks(key, static_cast<std::uint32_t>(c0 / 4), (c1 - c0 + 3) / 4, blocks);
+    for (std::size_t k = c0; k < c1; ++k) {
+      if (k == bucket_end) {
+        ++b;
+        bucket_end = std::min(n, bucket_end + width);
+        scale = scales[b];
+      }
+      // r is finite and in [0, levels] (about), so floor(r) is the truncation and both conversions are of
+      // values below 2^63: through int64, without the branches of floor and of a uint64 conversion.
+      const double r = std::fabs(static_cast<double>(g[k])) * scale;
+      const auto whole = static_cast<std::int64_t>(r);
+      const double lo = static_cast<double>(whole);  // floor(r)
+      const auto threshold = static_cast<std::uint64_t>(static_cast<std::int64_t>((r - lo) * kTwoPow32));  // in [0, 2^32)
+      const auto level = static_cast<std::uint32_t>(whole) + (blocks[(k - c0) / 4].v[k % 4] < threshold ? 1u : 0u);
+      const std::uint32_t sign = static_cast<std::uint32_t>(level != 0) & static_cast<std::uint32_t>(g[k] < 0.0f);
       bits.put(level | (sign << lb), lb + 1);
     }
   }
@@ -162,19 +209,25 @@ void qsgd_decode(std::span<const std::uint8_t> payload, int levels, std::uint64_
   const std::size_t width = bucket == 0 ? out.size() : static_cast<std::size_t>(bucket);
   BitReader bits(payload.subspan(4 * buckets));
   const std::uint32_t mask = (1u << lb) - 1u;
+  std::vector<float> table;  // per bucket, where it has more elements than levels: value of each level
   for (std::size_t b = 0; b < buckets; ++b) {
     const float norm = get_f32(payload.subspan(4 * b));
     if (!std::isfinite(norm) || norm < 0.0f)
       throw std::runtime_error("QSGD payload has an invalid norm in bucket " + std::to_string(b));
     const std::size_t lo_k = b * width, hi_k = std::min(out.size(), lo_k + width);
+    const bool tabled = hi_k - lo_k > static_cast<std::size_t>(levels);
+    if (tabled) {
+      table.resize(static_cast<std::size_t>(levels) + 1);
+      for (int l = 0; l <= levels; ++l) table[static_cast<std::size_t>(l)] = qsgd_value(norm, static_cast<std::uint32_t>(l), levels);
+    }
     for (std::size_t k = lo_k; k < hi_k; ++k) {
       std::uint32_t code = bits.get(lb + 1);
       std::uint32_t level = code & mask;
       if (level > static_cast<std::uint32_t>(levels))
         throw std::runtime_error("QSGD payload: element " + std::to_string(k) + " has level " + std::to_string(level) +
                                  " above " + std::to_string(levels));
-      auto v = static_cast<float>(static_cast<double>(norm) * level / levels);
-      out[k] = (code >> lb) & 1u ? -v : v;
+      const float v = tabled ? table[level] : qsgd_value(norm, level, levels);
+      out[k] = negate_if(v, (code >> lb) & 1u);
     }
   }
 }
@@ -188,22 +241,40 @@ void signsgd_ef_encode(std::span<const float> g, std::span<float> residual, std:
   if (out.size() != sign_payload_bytes(n))
     throw std::invalid_argument("sign payload buffer has " + std::to_string(out.size()) + " bytes, expected " +
                                 std::to_string(sign_payload_bytes(n)));
+  // First the checks, so that a non-finite gradient or sum leaves the residual as it was.
+  std::uint32_t infinite = 0;  // an OR of "exponent all ones" (Inf or NaN) over g and g + e: a loop that vectorizes
+  for (std::size_t k = 0; k < n; ++k) {
+    const float p = g[k] + residual[k];
+    std::uint32_t gb, pb;
+    std::memcpy(&gb, &g[k], 4);
+    std::memcpy(&pb, &p, 4);
+    infinite |= static_cast<std::uint32_t>((gb & 0x7f800000u) == 0x7f800000u) |
+                static_cast<std::uint32_t>((pb & 0x7f800000u) == 0x7f800000u);
+  }
+  if (infinite)
+    for (std::size_t k = 0; k < n; ++k) {
+      if (!std::isfinite(g[k])) throw NonFiniteError(tensor, k, g[k]);
+      if (!std::isfinite(g[k] + residual[k])) throw NonFiniteError(tensor, k, g[k] + residual[k]);
+    }
   double l1 = 0.0;
   for (std::size_t k = 0; k < n; ++k) {
-    if (!std::isfinite(g[k])) throw NonFiniteError(tensor, k, g[k]);
     residual[k] = g[k] + residual[k];  // p = g + e
-    if (!std::isfinite(residual[k])) throw NonFiniteError(tensor, k, residual[k]);
     l1 += std::fabs(static_cast<double>(residual[k]));
   }
   const float scale = n > 0 ? static_cast<float>(l1 / static_cast<double>(n)) : 0.0f;
   put_f32(out, scale);
   std::span<std::uint8_t> body = out.subspan(4);
-  std::fill(body.begin(), body.end(), std::uint8_t{0});
-  for (std::size_t k = 0; k < n; ++k) {
-    bool negative = residual[k] < 0.0f;
-    if (negative) body[k / 8] = static_cast<std::uint8_t>(body[k / 8] | (1u << (k % 8)));
-    residual[k] = residual[k] - (negative ? -scale : scale);  // e = p - decoded
-  }
+  auto pack = [&](std::size_t k0, std::size_t count) {  // the bits of elements k0 .. k0 + count - 1 (count <= 8)
+    unsigned byte = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto negative = static_cast<std::uint32_t>(residual[k0 + i] < 0.0f);
+      byte |= negative << i;
+      residual[k0 + i] = residual[k0 + i] - negate_if(scale, negative);  // e = p - decoded
+    }
+    body[k0 / 8] = static_cast<std::uint8_t>(byte);
+  };
+  for (std::size_t k0 = 0; k0 + 8 <= n; k0 += 8) pack(k0, 8);  // whole bytes: a loop of fixed length
+  if (n % 8) pack(n - n % 8, n % 8);
 }
 
 void sign_decode(std::span<const std::uint8_t> payload, std::span<float> out) {
@@ -212,7 +283,13 @@ void sign_decode(std::span<const std::uint8_t> payload, std::span<float> out) {
                              std::to_string(sign_payload_bytes(out.size())));
   const float scale = get_f32(payload);
   if (!std::isfinite(scale) || scale < 0.0f) throw std::runtime_error("sign payload has an invalid scale");
-  for (std::size_t k = 0; k < out.size(); ++k) out[k] = (payload[4 + k / 8] >> (k % 8)) & 1u ? -scale : scale;
+  const std::size_t n = out.size();
+  auto unpack = [&](std::size_t k0, std::size_t count) {
+    const unsigned byte = payload[4 + k0 / 8];
+    for (std::size_t i = 0; i < count; ++i) out[k0 + i] = negate_if(scale, (byte >> i) & 1u);
+  };
+  for (std::size_t k0 = 0; k0 + 8 <= n; k0 += 8) unpack(k0, 8);
+  if (n % 8) unpack(n - n % 8, n % 8);
 }
 
 }  // namespace tg::train
