@@ -38,9 +38,11 @@ study_run() {
   shift
   mkdir -p "$OUT"  # here, not in study_init: a bad option leaves nothing behind
   # the machine, so that a study run over several machines says which times come from where
-  local cpu
+  # and the source commit the binary was built from (`terngrad --version`), so that times say which code made them
+  local cpu src
   cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -1)
-  echo "$(date -u +%FT%TZ) start $name load $(cut -d' ' -f1-3 /proc/loadavg) binary $TG cpu ${cpu:-unknown} x $(nproc)" >> "$OUT/schedule.log"
+  src=$("$TG" --version 2>/dev/null | sed -n 's/.*(source \(.*\))$/\1/p' | tr ' ' '_')
+  echo "$(date -u +%FT%TZ) start $name load $(cut -d' ' -f1-3 /proc/loadavg) binary $TG source ${src:-unknown} cpu ${cpu:-unknown} x $(nproc)" >> "$OUT/schedule.log"
   if "$@" > "$OUT/$name.log" 2>&1; then
     # the 1-, 5- and 15-minute load averages at the end: what else ran during the run
     echo "$(date -u +%FT%TZ) done $name load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/schedule.log"; echo "done $name"

@@ -145,15 +145,24 @@ def test_digests_keep_the_report_when_the_raw_runs_are_gone(tmp_path):
     (runs / "schedule.log").write_text("2026-01-01T00:00:00Z start lenet-float-w2-s1 load 1.50 0.1 0.1 binary x\n"
                                        "2026-01-01T00:00:00Z start lenet-float-w2-s2 load 0.50 0.1 0.1 binary x"
                                        " cpu Some CPU @ 2GHz x 2\n"
-                                       "2026-01-01T00:09:00Z done lenet-float-w2-s2 load 2.10 2.05 1.75\n")
+                                       "2026-01-01T00:09:00Z done lenet-float-w2-s2 load 2.10 2.05 1.75\n"
+                                       "2026-01-01T00:10:00Z start lenet-float-w2-s3 load 0.50 0.1 0.1 binary x source"
+                                       " 0123456789ab+uncommitted_changes cpu Some CPU @ 2GHz x 2\n"
+                                       "2026-01-01T00:10:00Z start lenet-terngrad-w2-s3 load 0.50 0.1 0.1 binary x source"
+                                       " unknown cpu Some CPU @ 2GHz x 2\n")
     assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 0
     first = (out / "seeds.md").read_text()
+    assert json.loads((out / "seeds-digest" / "lenet-float-w2-s3.json").read_text())["binary_source"] == \
+        "0123456789ab+uncommitted_changes"
+    assert json.loads((out / "seeds-digest" / "lenet-terngrad-w2-s3.json").read_text())["binary_source"] is None
+    assert ("Binaries (the source commit `terngrad --version` named at each run's start, from schedule.log): "
+            "0123456789ab+uncommitted_changes: 1 runs; not recorded: 5 runs.") in first
     d = json.loads((out / "seeds-digest" / "lenet-float-w2-s1.json").read_text())
     # 4 steps of 16000 bytes (uplink only) and 0.5 + 0.1 + 0 + 0.1 + 0.3 = 1.0 s each: after step 2, 32000 B and 2 s
     assert d["curve"] == [[2, 0.40, 32000.0, 2.0], [4, 0.80, 64000.0, 4.0]]
     assert d["load_at_start"] == 1.5 and d["wall_s"] == 10.0 and d["source"] == "raw run"
-    assert "Load average (1 min) at the start of each run (2 of 6 runs recorded it): median 1.00" in first
-    assert "Machines (CPU model x cores, from schedule.log): Some CPU @ 2GHz x 2: 1 runs; not recorded: 5 runs." in first
+    assert "Load average (1 min) at the start of each run (4 of 6 runs recorded it): median 0.50" in first
+    assert "Machines (CPU model x cores, from schedule.log): Some CPU @ 2GHz x 2: 3 runs; not recorded: 3 runs." in first
     assert json.loads((out / "seeds-digest" / "lenet-float-w2-s2.json").read_text())["cpu"] == "Some CPU @ 2GHz x 2"
     assert json.loads((out / "seeds-digest" / "lenet-float-w2-s2.json").read_text())["load15_at_end"] == 1.75
     assert "15-minute load average at the end of each run (1 runs recorded it" in first and "median 1.75" in first

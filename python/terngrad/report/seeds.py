@@ -78,9 +78,9 @@ def step_time(row):
 
 def run_logs(runs_dir):
     """({run: load average at its start}, {run: "about S s, why"}, {run: "<cpu model> x <cores>"}, {run: 15-minute
-    load average at its end}) from the study's schedule.log and the hand-written pauses.log ("<run name> <seconds> <why>" per line), where they
+    load average at its end}, {run: source commit of the binary}) from the study's schedule.log and the hand-written pauses.log ("<run name> <seconds> <why>" per line), where they
     exist."""
-    loads, pauses, cpus, end_loads = {}, {}, {}, {}
+    loads, pauses, cpus, end_loads, sources = {}, {}, {}, {}, {}
     sched = runs_dir / "schedule.log"
     if sched.is_file():
         for line in sched.read_text().splitlines():  # the last start of a run is the one that finished
@@ -89,6 +89,8 @@ def run_logs(runs_dir):
                 loads[m.group(1)] = float(m.group(2))
                 c = re.search(r" cpu (.+)$", line)
                 cpus[m.group(1)] = c.group(1).strip() if c else None
+                src = re.search(r" source (\S+)", line)
+                sources[m.group(1)] = src.group(1) if src and src.group(1) != "unknown" else None
             m = re.search(r" done (\S+) load [0-9.]+ [0-9.]+ ([0-9.]+)", line)
             if m:
                 end_loads[m.group(1)] = float(m.group(2))
@@ -98,16 +100,16 @@ def run_logs(runs_dir):
             parts = line.split(None, 2)
             if len(parts) >= 2 and not line.startswith("#"):
                 pauses[parts[0]] = "about %s s%s" % (parts[1], ", " + parts[2] if len(parts) > 2 else "")
-    return loads, pauses, cpus, end_loads
+    return loads, pauses, cpus, end_loads, sources
 
 
-def digest(run, name, load=None, pause=None, cpu=None, load15_at_end=None):
+def digest(run, name, load=None, pause=None, cpu=None, load15_at_end=None, binary_source=None):
     """What the report keeps of one finished raw run (see the module's docstring)."""
     return {"digest_version": DIGEST_VERSION, "name": name, "source": "raw run", "config": run["config"],
             "steps_done": run["steps_done"], "final_test_accuracy": run["final_test_accuracy"],
             "bytes_per_worker_step": run["bytes_per_worker_step"], "wall_s": run["time_s"]["wall"],
             "curve": [list(c) for c in curves(run)], "load_at_start": load, "pause": pause, "cpu": cpu,
-            "load15_at_end": load15_at_end, "time_s": run.get("time_s")}
+            "load15_at_end": load15_at_end, "time_s": run.get("time_s"), "binary_source": binary_source}
 
 
 def check_digest(d, path):
@@ -137,7 +139,7 @@ def load_runs(runs_dir, digest_dir=None):
         for f in sorted(digest_dir.glob("*.json")):
             found[f.stem] = check_digest(read_json(f), f)
     if runs_dir.is_dir():
-        loads, pauses, cpus, end_loads = run_logs(runs_dir)
+        loads, pauses, cpus, end_loads, sources = run_logs(runs_dir)
         for d in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
             if not RUN_NAME.match(d.name) or not (d / ".complete").is_file():
                 continue
@@ -145,7 +147,7 @@ def load_runs(runs_dir, digest_dir=None):
             if run is None:
                 continue
             found[d.name] = digest(run, d.name, loads.get(d.name), pauses.get(d.name), cpus.get(d.name),
-                                   end_loads.get(d.name))
+                                   end_loads.get(d.name), sources.get(d.name))
             if digest_dir is not None:
                 digest_dir.mkdir(parents=True, exist_ok=True)
                 write_output(digest_dir / f"{d.name}.json", json.dumps(found[d.name], indent=1, sort_keys=True) + "\n")
@@ -247,6 +249,14 @@ def render(runs_dir, out_dir):
             "%s: %d runs" % (m, len(rs)) for m, rs in sorted(machines.items())) + ". Wall times compare only"
           " within one machine. Accuracies can differ in the last bits between CPUs (LibTorch's CPU kernels"
           " depend on the instruction set), not between thread counts on one machine.\n")
+    binaries = {}
+    for r in every:
+        if r.get("source", "raw run") == "raw run":
+            binaries.setdefault(r.get("binary_source") or "not recorded", []).append(r)
+    if set(binaries) - {"not recorded"}:
+        w("Binaries (the source commit `terngrad --version` named at each run's start, from schedule.log): " + "; ".join(
+            "%s: %d runs" % (b, len(rs)) for b, rs in sorted(binaries.items())) + ". Accuracies and bytes do not depend"
+          " on it where the code's bits did not change; times can.\n")
     notes = ["%s (%s)" % (r["name"], r["pause"]) for r in sorted(every, key=lambda r: r["name"]) if r.get("pause")]
     if notes:
         w("Runs stopped (SIGSTOP) for a while, so that their wall time includes the pause: " + "; ".join(notes) + ".\n")
@@ -326,8 +336,9 @@ def render(runs_dir, out_dir):
               " In the simulation one process computes every worker's gradient (`--sim-threads` at once), then"
               " encodes and decodes every worker's payload in turn on one thread, so the codec columns add up"
               " all workers. TernGrad's codec is the project's optimized one (tg::cpu); QSGD's and EF-SignSGD's"
-              " are the trainer's scalar baselines (experiments/train/src/baselines.cpp), so their codec"
-              " columns compare implementations as well as methods. The float arm's encode is the simulation's sum of the"
+              " are the trainer's one-thread baselines (experiments/train/src/baselines.cpp; 2-4x faster from"
+              " source 762e444 on, the same bytes: see the Binaries line), so their codec columns compare"
+              " implementations as well as methods. The float arm's encode is the simulation's sum of the"
               " workers' gradients (the allreduce's arithmetic), its decode the division by the worker count. \"other\" is the wall time outside the"
               " steps (evaluations, loading the data).\n")
             w(md_table(["arm", "workers", "runs", "compute", "encode", "decode", "exchange (wait + wire)",
