@@ -2,10 +2,12 @@
 // definitions written out element by element below (the header's formulas: one Philox block per 4
 // elements, one code at a time, sums in element order). The library draws its uniforms in batches and
 // packs codes 32 bits at a time; the bytes, decoded values, residuals and errors must be the definition's.
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -25,18 +27,17 @@ using tg::train::sign_payload_bytes;
 
 // ---- the definitions ----
 
+// Little-endian float32 at byte `at`.
 void put_f32(std::vector<std::uint8_t>& out, std::size_t at, float v) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &v, 4);
-  for (int b = 0; b < 4; ++b) out[at + b] = static_cast<std::uint8_t>(bits >> (8 * b));
+  const auto bits = std::bit_cast<std::uint32_t>(v);
+  out[at] = static_cast<std::uint8_t>(bits & 0xffu);
+  out[at + 1] = static_cast<std::uint8_t>((bits >> 8) & 0xffu);
+  out[at + 2] = static_cast<std::uint8_t>((bits >> 16) & 0xffu);
+  out[at + 3] = static_cast<std::uint8_t>(bits >> 24);
 }
-
 float get_f32(const std::vector<std::uint8_t>& in, std::size_t at) {
-  std::uint32_t bits = 0;
-  for (int b = 0; b < 4; ++b) bits |= static_cast<std::uint32_t>(in[at + b]) << (8 * b);
-  float v;
-  std::memcpy(&v, &bits, 4);
-  return v;
+  return std::bit_cast<float>(static_cast<std::uint32_t>(in[at]) | static_cast<std::uint32_t>(in[at + 1]) << 8 |
+                              static_cast<std::uint32_t>(in[at + 2]) << 16 | static_cast<std::uint32_t>(in[at + 3]) << 24);
 }
 
 int level_bits(int levels) {
@@ -61,11 +62,12 @@ std::vector<std::uint8_t> qsgd_encode_def(const std::vector<float>& g, int level
   std::vector<std::uint8_t> out(qsgd_payload_bytes(n, levels, bucket), 0);
   for (std::size_t b = 0; b < buckets; ++b) {
     const std::size_t lo_k = b * width, hi_k = std::min(n, lo_k + width);
-    double sumsq = 0.0;
-    for (std::size_t k = lo_k; k < hi_k; ++k) sumsq += static_cast<double>(g[k]) * g[k];
-    const double norm_d = std::sqrt(sumsq);
-    float norm = static_cast<float>(norm_d);
-    if (static_cast<double>(norm) < norm_d) norm = std::nextafter(norm, std::numeric_limits<float>::infinity());
+    // ||g_b||_2: squares summed in double in element order, the root rounded up to the next float32
+    const double root = std::sqrt(std::accumulate(g.begin() + static_cast<std::ptrdiff_t>(lo_k),
+                                                  g.begin() + static_cast<std::ptrdiff_t>(hi_k), 0.0,
+                                                  [](double acc, float x) { return acc + static_cast<double>(x) * x; }));
+    float norm = static_cast<float>(root);
+    while (static_cast<double>(norm) < root) norm = std::nextafter(norm, std::numeric_limits<float>::infinity());
     put_f32(out, 4 * b, norm);
     const double scale = norm > 0.0f ? static_cast<double>(levels) / static_cast<double>(norm) : 0.0;
     for (std::size_t k = lo_k; k < hi_k; ++k) {
