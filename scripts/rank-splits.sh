@@ -11,6 +11,7 @@
 # Environment (optional): ARMS="float terngrad ...", RANKS="2 4", STEPS=N, OUT=DIR, REPORT_OUT=DIR,
 # PYTHON (default build/venv/bin/python), TG_PACKAGE (the built Python package).
 set -euo pipefail
+# shellcheck source=scripts/study-common.sh
 source "$(dirname "$0")/study-common.sh"
 study_init rank-splits train/ranks "$@"
 
@@ -30,6 +31,7 @@ for a in $ARMS; do [[ -n ${ARM[$a]:-} ]] || { echo "rank-splits: unknown arm '$a
 study_ints STEPS "$STEPS" 2
 study_ints RANKS "$RANKS" 1
 
+study_plan $(( $(wc -w <<< "$RANKS") * $(wc -w <<< "$ARMS") ))
 failed=0
 for n in $RANKS; do
   for arm in $ARMS; do

@@ -1,10 +1,13 @@
+# shellcheck shell=bash
 # terngrad-bench: what scripts/train-seeds.sh and scripts/rank-splits.sh share (sourced, not run):
 # their arguments (<path to terngrad> [full|smoke]), the environment they read (OUT, PYTHON, TG_PACKAGE),
 # the schedule log of each run's start (with the load average) and end, and the report at the end.
 #   study_init <script name> <default runs folder under reports/> "$@"   sets TG MODE ROOT OUT PY PKG
 #   study_ints <name> <value> <least>  checks a list of integers (SEEDS, WORKERS, RANKS) before any run
+#   study_plan <count>                the number of runs the study will make (for the progress lines)
 #   study_run <name> <command...>     runs one job: output to $OUT/<name>.log, logged in $OUT/schedule.log;
-#                                     returns the command's status
+#                                     returns the command's status. Prints "[i/N] <name>: running" with the
+#                                     median time of the study's runs so far and the time that leaves
 #   study_report <report name> [default out folder]   renders `python -m terngrad.report <name>`
 study_init() {
   local script=$1 runs=$2
@@ -33,9 +36,33 @@ study_ints() {
   done
 }
 
+STUDY_TOTAL=0
+STUDY_STARTED=0
+STUDY_TIMES=()
+study_plan() { STUDY_TOTAL=$1; }
+
+# The progress line before run i: its number, and once a run has finished, the median of the finished
+# runs' wall times and that times the runs left (this one included).
+study_progress() {
+  local name=$1 line
+  STUDY_STARTED=$((STUDY_STARTED + 1))
+  line="[$STUDY_STARTED/$STUDY_TOTAL] $name: running"
+  [[ $STUDY_TOTAL -gt 0 ]] || line="$name: running"
+  if [[ ${#STUDY_TIMES[@]} -gt 0 ]]; then
+    local med left
+    med=$(printf '%s\n' "${STUDY_TIMES[@]}" | sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : int((v[NR / 2] + v[NR / 2 + 1]) / 2)}')
+    left=$(( (STUDY_TOTAL - STUDY_STARTED + 1) * med ))
+    line+=" (runs so far: median $((med / 60)) min $((med % 60)) s"
+    [[ $STUDY_TOTAL -gt 0 ]] && line+="; about $((left / 60)) min $((left % 60)) s left with this one"
+    line+=")"
+  fi
+  echo "$line"
+}
+
 study_run() {
-  local name=$1
+  local name=$1 t0=$SECONDS
   shift
+  study_progress "$name"
   mkdir -p "$OUT"  # here, not in study_init: a bad option leaves nothing behind
   # the machine, so that a study run over several machines says which times come from where
   # and the source commit the binary was built from (`terngrad --version`), so that times say which code made them
@@ -46,6 +73,7 @@ study_run() {
   if "$@" > "$OUT/$name.log" 2>&1; then
     # the 1-, 5- and 15-minute load averages at the end: what else ran during the run
     echo "$(date -u +%FT%TZ) done $name load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/schedule.log"; echo "done $name"
+    STUDY_TIMES+=($((SECONDS - t0)))
   else
     echo "$(date -u +%FT%TZ) FAILED $name" >> "$OUT/schedule.log"; echo "FAILED $name (see $OUT/$name.log)" >&2
     return 1

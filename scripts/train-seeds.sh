@@ -26,6 +26,7 @@
 # study spread over several machines or sessions adds up. schedule.log records each run's start, load average and
 # exit status.
 set -euo pipefail
+# shellcheck source=scripts/study-common.sh
 source "$(dirname "$0")/study-common.sh"
 study_init train-seeds train/seeds "$@"
 
@@ -66,6 +67,12 @@ net_options() {  # net, workers
     *) echo "train-seeds: unknown net '$1' (lenet, cifarnet)" >&2; return 2 ;;
   esac
 }
+
+todo=0
+for seed in $SEEDS; do for net in $NETS; do for w in $WORKERS; do for arm in $ARMS; do
+  [[ -f $OUT/$net-$arm-w$w-s$seed/.complete ]] || todo=$((todo + 1))
+done; done; done; done
+study_plan "$todo"
 
 failed=0
 # Seeds outermost: an interrupted study has whole seeds (every arm of a seed), the pairs the report compares.
