@@ -292,8 +292,11 @@ TEST(ClipTolerance, WithinSixteenUlpsPassesBeyondFails) {
       EXPECT_TRUE(failed(r, "structure")) << ulps << " ulps";
       EXPECT_NE(r.rows[0].detail.find(strf("%d float32 ulps away", ulps)), std::string::npos) << r.rows[0].detail;
       // the statistical rows judge the draws against the codec's own bound: they still pass
-      for (const auto& row : r.rows)
-        if (row.kind == "stat") EXPECT_TRUE(row.pass) << row.id;
+      for (const auto& row : r.rows) {
+        if (row.kind == "stat") {
+          EXPECT_TRUE(row.pass) << row.id;
+        }
+      }
     }
   }
   // Without clipping the scalar must be the spec's bit for bit: one ulp off fails.
