@@ -264,23 +264,69 @@ struct Evaluation {
   double loss = 0.0, accuracy = 0.0;
 };
 
-Evaluation evaluate(Net& model, const Dataset& d, const torch::Device& dev) {
-  torch::NoGradGuard no_grad;
-  model.eval();
+// The test set in chunks of 500 images: loss summed in double chunk by chunk in chunk order, correct
+// predictions counted. With replicas (--sim-threads), thread k > 0 evaluates chunks k, k + T, ... on
+// replicas[k - 1], a copy of the model's parameters and buffers; each chunk is the same computation on
+// any thread and the sums keep the chunk order, so the results have the bits of one thread.
+Evaluation evaluate(Net& model, const std::vector<std::shared_ptr<Net>>& replicas, const Dataset& d,
+                    const torch::Device& dev) {
+  const std::size_t chunk = 500;
+  const std::size_t chunks = (d.test.count + chunk - 1) / chunk;
+  std::vector<double> loss_of(chunks, 0.0);
+  std::vector<std::size_t> correct_of(chunks, 0);
+  const std::size_t threads = 1 + replicas.size();
+  auto run_chunks = [&](Net& net, std::size_t first) {
+    torch::NoGradGuard no_grad;
+    net.eval();
+    for (std::size_t c = first; c < chunks; c += threads) {
+      std::vector<std::size_t> idx;
+      for (std::size_t i = c * chunk; i < std::min(d.test.count, (c + 1) * chunk); ++i) idx.push_back(i);
+      auto x = make_images(d, d.test, idx, idx, false, 0).to(dev);
+      auto y = make_labels(d.test, idx).to(dev);
+      auto logits = net.forward(x);
+      loss_of[c] = torch::nn::functional::cross_entropy(logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                       .item<double>();
+      correct_of[c] = static_cast<std::size_t>(logits.argmax(1).eq(y).sum().item<std::int64_t>());
+    }
+    net.train();
+  };
+  if (replicas.empty() || chunks < 2) {
+    run_chunks(model, 0);
+  } else {
+    std::vector<torch::Tensor> from = model.parameters(), from_buffers = model.buffers();
+    std::vector<std::exception_ptr> errors(threads);
+    std::vector<std::thread> pool;
+    for (std::size_t k = 1; k < threads; ++k)
+      pool.emplace_back([&, k] {
+        try {
+          at::init_num_threads();  // the run's team size, as in the step's threads
+          Net& net = *replicas[k - 1];
+          {
+            torch::NoGradGuard no_grad;
+            std::vector<torch::Tensor> ps = net.parameters(), bs = net.buffers();
+            for (std::size_t t = 0; t < ps.size(); ++t) ps[t].copy_(from[t]);
+            for (std::size_t t = 0; t < bs.size(); ++t) bs[t].copy_(from_buffers[t]);
+          }
+          run_chunks(net, k);
+        } catch (...) {
+          errors[k] = std::current_exception();
+        }
+      });
+    try {
+      run_chunks(model, 0);
+    } catch (...) {
+      errors[0] = std::current_exception();
+    }
+    for (auto& t : pool) t.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
   double loss = 0.0;
   std::size_t correct = 0;
-  const std::size_t chunk = 500;
-  for (std::size_t start = 0; start < d.test.count; start += chunk) {
-    std::vector<std::size_t> idx;
-    for (std::size_t i = start; i < std::min(d.test.count, start + chunk); ++i) idx.push_back(i);
-    auto x = make_images(d, d.test, idx, idx, false, 0).to(dev);
-    auto y = make_labels(d.test, idx).to(dev);
-    auto logits = model.forward(x);
-    loss += torch::nn::functional::cross_entropy(logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                .item<double>();
-    correct += static_cast<std::size_t>(logits.argmax(1).eq(y).sum().item<std::int64_t>());
+  for (std::size_t c = 0; c < chunks; ++c) {
+    loss += loss_of[c];
+    correct += correct_of[c];
   }
-  model.train();
   return {loss / static_cast<double>(d.test.count), static_cast<double>(correct) / static_cast<double>(d.test.count)};
 }
 
@@ -559,7 +605,7 @@ TrainResult run_training(const TrainConfig& c) {
   };
   auto do_eval = [&](long step) {
     if (!leader) return;
-    Evaluation e = evaluate(*model, data, device);
+    Evaluation e = evaluate(*model, replicas, data, device);
     r.evals.push_back({step, steps_since_eval ? loss_since_eval / steps_since_eval : 0.0, e.loss, e.accuracy});
     loss_since_eval = 0.0;
     steps_since_eval = 0;

@@ -327,7 +327,9 @@ TEST(TrainSmoke, DivergedRunNamesTheStepAndTheLayer) {
 // --sim-threads: the simulated workers' gradients computed on several threads, each on its own copy of
 // the model, give the bits of one thread: the final weights and every step's loss, for an uneven split
 // (3 workers on 2 threads), EF-SignSGD's per-worker residuals, and CifarNet with weight decay in the loss
-// (the decay term added on each copy). Models with dropout, other devices and ranks are refused.
+// (the decay term added on each copy); and the evaluations, which the threads share chunk by chunk
+// (1234 test images: chunks of 500, 500 and 234; evaluated during and at the end of the run), test loss
+// and accuracy to the bit. Models with dropout, other devices and ranks are refused.
 TEST(TrainSmoke, SimThreadsGiveTheBitsOfOneThread) {
   if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   struct Case { const char* model; const char* codec; int workers; long steps; };
@@ -337,7 +339,8 @@ TEST(TrainSmoke, SimThreadsGiveTheBitsOfOneThread) {
       c.model = k.model;
       c.workers = k.workers;
       c.batch = 8 * k.workers;
-      c.test_limit = 100;
+      c.test_limit = 1234;
+      c.eval_every = k.steps / 2;
       c.weight_decay_in = "loss";
       c.sim_threads = threads;
       return tg::train::run_training(c);
@@ -349,6 +352,13 @@ TEST(TrainSmoke, SimThreadsGiveTheBitsOfOneThread) {
     ASSERT_EQ(one.step_records.size(), two.step_records.size());
     for (std::size_t i = 0; i < one.step_records.size(); ++i)
       EXPECT_EQ(one.step_records[i].loss, two.step_records[i].loss) << k.model << " " << k.codec << " step " << i;
+    ASSERT_EQ(one.evals.size(), two.evals.size());
+    EXPECT_GE(one.evals.size(), 2u) << k.model;
+    for (std::size_t i = 0; i < one.evals.size(); ++i) {
+      EXPECT_EQ(0, std::memcmp(&one.evals[i].test_loss, &two.evals[i].test_loss, sizeof(double)))
+          << k.model << " " << k.codec << " evaluation " << i << ": " << one.evals[i].test_loss << " against " << two.evals[i].test_loss;
+      EXPECT_EQ(one.evals[i].test_accuracy, two.evals[i].test_accuracy) << k.model << " " << k.codec << " evaluation " << i;
+    }
   }
   auto refusal = [](TrainConfig c) {
     try {
