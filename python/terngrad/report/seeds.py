@@ -340,8 +340,8 @@ def render(runs_dir, out_dir):
               " source 762e444 on, the same bytes: see the Binaries line), so their codec columns compare"
               " implementations as well as methods. The float arm's encode is the simulation's sum of the"
               " workers' gradients (the allreduce's arithmetic), its decode the division by the worker count. \"other\" is the wall time outside the"
-              " steps (evaluations, loading the data; from source f9192ed on the evaluations run on the"
-              " simulation threads too, with the same bits).\n")
+              " steps (evaluations, loading the data; from source f9192ed on the evaluations share the"
+              " --sim-threads threads too, with the same bits).\n")
             w(md_table(["arm", "workers", "runs", "compute", "encode", "decode", "exchange (wait + wire)",
                         "optimizer", "other", "wall", "encode + decode, % of wall"], split))
         png = f"{net}_seeds.png"
