@@ -127,7 +127,7 @@ def test_simulation_threads_are_shown_per_arm(tmp_path):
     out = tmp_path / "out"
     assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 0
     md = (out / "seeds.md").read_text()
-    assert "| wall s per run (mean) | threads |" in md
+    assert "| wall s per run (median) | threads |" in md
     assert "| 1.00x | 10 | 1/2 |" in md  # float: one run of each
     assert "| 16.00x | 10 | 2 |" in md
     assert "The right panel averages runs made with 1 and 2 simulation threads" in md

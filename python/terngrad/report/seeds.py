@@ -291,13 +291,13 @@ def render(runs_dir, out_dir):
                 if (fd is None) == (down is None):  # compare like with like: both with downlink or neither
                     ratio = "%.2fx" % ((fu + (fd or 0)) / (up + (down or 0)))
             walls = [runs[s]["wall_s"] for s in runs if runs[s].get("wall_s") is not None]
-            wall = "-" if not walls else "%.0f%s" % (statistics.fmean(walls),
+            wall = "-" if not walls else "%.0f%s" % (statistics.median(walls),
                                                      "" if len(walls) == len(runs) else " (%d runs)" % len(walls))
             rows.append([arm, wk, len(runs), fmt_ci(m, h), ", ".join("%.2f" % (100 * a) for a in accs),
                          "%d" % up, "%d" % down if down is not None else "-", ratio, wall, threads_text(runs.values())])
         w(md_table(["arm", "workers", "seeds", "final test accuracy, % (mean +- 95% CI)", "per seed",
                     "uplink bytes / worker / step", "downlink", "float arm's bytes / this arm's",
-                    "wall s per run (mean)", "threads"], rows))
+                    "wall s per run (median)", "threads"], rows))
         gaps = []
         for key in keys:
             _, wk, arm = key
