@@ -13,7 +13,10 @@
 #          With two threads: LeNet 10000 steps + evaluations about 6-7 min, CifarNet 3 epochs (1407
 #          steps at 2 workers, 704 at 4: the same images) about 7 min; so about 7 hours per net, 14 for
 #          both (about 24 with one thread). NETS=lenet WORKERS=2 (30 runs, about 3.5 hours) is the
-#          overnight subset.
+#          overnight subset. On the AMD EPYC VM (2 cores, two threads, quiet, source 3c925f2): LeNet with
+#          4 workers took 394 s (float), 394-423 (TernGrad arms), 609 (QSGD) and 571 (EF-SignSGD) per run;
+#          from source f9192ed on the evaluations use both threads and QSGD's and EF-SignSGD's codecs are
+#          2-4x faster (experiments/train/README.md), with the same bits.
 #   smoke  the same pipeline in about a minute (LeNet 60 steps, 2 seeds, 1000 test images): what CI runs.
 #
 # Environment (optional): NETS="lenet cifarnet", SEEDS="1 2 3 4 5", ARMS="float terngrad ...",
