@@ -109,13 +109,25 @@ def test_arm_settings_and_pauses_are_stated(tmp_path):
     write_run(runs, "lenet-float-w2-s1", 0.80, codec="float", payload=16000)
     write_run(runs, "lenet-terngrad-noshare-w2-s1", 0.79, shared_scalar=False)
     write_run(runs, "lenet-qsgd-w2-s1", 0.78, codec="qsgd", qsgd_levels=4, qsgd_bucket=512)
-    (runs / "pauses.log").write_text("# name seconds why\nlenet-terngrad-noshare-w2-s1 800 benchmarks on the quiet machine\n")
+    (runs / "pauses.log").write_text("# name seconds why\nlenet-terngrad-noshare-w2-s1 800 benchmarks on the quiet machine\n"
+                                     "lenet-qsgd-w2-s1 27 a benchmark\nlenet-qsgd-w2-s1 13.5 a profile\nlenet-qsgd-w2-s1 2\n")
     out = tmp_path / "out"
     assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 0
     md = (out / "seeds.md").read_text()
     assert "terngrad-noshare = codec terngrad, clip saturate c=2.5, own scalars (not shared)" in md
     assert "qsgd = codec qsgd, 4 levels, a norm per 512 elements" in md
     assert "lenet-terngrad-noshare-w2-s1 (about 800 s, benchmarks on the quiet machine)" in md
+    # a run stopped three times: 27 + 13.5 + 2 s, the reasons in order
+    assert "lenet-qsgd-w2-s1 (about 42.5 s, a benchmark; a profile)" in md
+
+
+def test_a_malformed_pause_line_is_one_line_and_exit_2(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    write_run(runs, "lenet-float-w2-s1", 0.80, codec="float", payload=16000)
+    (runs / "pauses.log").write_text("lenet-float-w2-s1 ten seconds of benchmarks\n")
+    assert cli.main(["seeds", "--runs", str(runs), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "pauses.log" in err and "is not '<run name> <seconds> <why>'" in err and err.count("\n") == 1
 
 
 def test_simulation_threads_are_shown_per_arm(tmp_path):

@@ -95,11 +95,19 @@ def run_logs(runs_dir):
             if m:
                 end_loads[m.group(1)] = float(m.group(2))
     log = runs_dir / "pauses.log"
-    if log.is_file():
+    if log.is_file():  # a run stopped several times: the seconds added up, the reasons in order
+        seconds, why = {}, {}
         for line in log.read_text().splitlines():
             parts = line.split(None, 2)
             if len(parts) >= 2 and not line.startswith("#"):
-                pauses[parts[0]] = "about %s s%s" % (parts[1], ", " + parts[2] if len(parts) > 2 else "")
+                try:
+                    s = float(parts[1])
+                except ValueError:
+                    raise InputError(f"{log}: '{line}' is not '<run name> <seconds> <why>'") from None
+                seconds[parts[0]] = seconds.get(parts[0], 0.0) + s
+                why.setdefault(parts[0], []).extend(parts[2:])
+        for run, total in seconds.items():
+            pauses[run] = "about %g s%s" % (total, ", " + "; ".join(why[run]) if why[run] else "")
     return loads, pauses, cpus, end_loads, sources
 
 
