@@ -52,6 +52,10 @@ def test_means_intervals_and_paired_gaps(tmp_path):
     # runs without uplink/downlink fields: the payload is the uplink, no downlink; float arm's 16000 bytes over 1000
     assert "| 1000 | - | 16.00x |" in md
     assert "the paper's gap 0.00 points is inside our interval [-1.48, 3.48]" in md
+    # 3 seeds of 2 planned arms (the unfinished run left out); 4 arms and the other nets not started
+    assert ("Study status (runs of `scripts/train-seeds.sh full` finished, out of 5 seeds x 6 arms): lenet, 2 workers:"
+            " 6 of 30 (seeds so far: float 3, terngrad 3, terngrad-noclip 0, terngrad-noshare 0, qsgd 0, signsgd-ef 0);"
+            " lenet, 4 workers: 0 of 30; cifarnet, 2 workers: 0 of 30; cifarnet, 4 workers: 0 of 30.") in md
     assert (out / "lenet_seeds.png").read_bytes()[:8] == PNG_MAGIC
 
 

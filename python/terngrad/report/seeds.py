@@ -35,6 +35,12 @@ PAPER = {
     "cifarnet": ("CIFAR-10, 2 workers, 300K iterations: float 86.56%, TernGrad 85.64%", 0.92, None),
 }
 TIME_COLUMNS = ("compute_s", "encode_s", "comm_s", "decode_s", "optimizer_s")  # comm_s = wait_s + wire_s
+# The full study of `scripts/train-seeds.sh full` (its NETS, WORKERS, SEEDS and ARMS defaults): what the
+# status line counts the finished runs against.
+PLANNED_NETS = ("lenet", "cifarnet")
+PLANNED_WORKERS = (2, 4)
+PLANNED_SEEDS = 5
+PLANNED_ARMS = ("float", "terngrad", "terngrad-noclip", "terngrad-noshare", "qsgd", "signsgd-ef")
 
 
 def t975(df):
@@ -240,6 +246,7 @@ def render(runs_dir, out_dir):
     w("Intervals: mean over seeds +- t_{0.975, n-1} s / sqrt(n) (Student's t, 95%), s the standard deviation over")
     w("seeds. Gaps are paired by seed (a seed fixes initialization and data order for every arm), so the interval")
     w("of a gap is the t-interval of the per-seed differences. The test set is the same for every run.\n")
+    w(status_line(groups) + "\n")
     every = [r for g in groups.values() for r in g.values()]
     loads = [r["load_at_start"] for r in every if r.get("load_at_start") is not None]
     if loads:
@@ -404,6 +411,23 @@ def time_split_rows(groups, keys):
         rows.append([arm, wk, len(splits)] + ["%.0f" % med[p] for p in SPLIT_PHASES + ("other", "wall")]
                     + ["%.0f" % codec])
     return rows
+
+
+def status_line(groups):
+    """How far the full study is: per planned net and worker count, the finished runs out of seeds x arms,
+    and the arms that have fewer than the planned seeds."""
+    parts = []
+    for net in PLANNED_NETS:
+        for wk in PLANNED_WORKERS:
+            have = {arm: len(groups.get((net, wk, arm), {})) for arm in PLANNED_ARMS}
+            done = sum(min(n, PLANNED_SEEDS) for n in have.values())
+            short = ["%s %d" % (arm, n) for arm, n in have.items() if n < PLANNED_SEEDS]
+            text = "%s, %d workers: %d of %d" % (net, wk, done, PLANNED_SEEDS * len(PLANNED_ARMS))
+            if short and done:
+                text += " (seeds so far: " + ", ".join(short) + ")"
+            parts.append(text)
+    return ("Study status (runs of `scripts/train-seeds.sh full` finished, out of %d seeds x %d arms): "
+            % (PLANNED_SEEDS, len(PLANNED_ARMS)) + "; ".join(parts) + ".")
 
 
 def threads_text(runs):
