@@ -277,3 +277,18 @@ def test_time_split_is_the_median_per_arm_without_stopped_runs(tmp_path):
     shutil.rmtree(runs)
     assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 0
     assert "| qsgd | 2 | 2 | 105 | 25 | 12 | 0 | 6 | 12 | 160 | 23 |" in (out / "seeds.md").read_text()
+
+
+def test_change_of_the_gap_with_the_worker_count_is_paired_by_seed(tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    # gaps (float - terngrad, points): 2 workers 1, 0, 2; 4 workers 2, 2, 3 -> changes 1, 2, 1
+    accs = {2: ([0.80, 0.81, 0.82], [0.79, 0.81, 0.80]), 4: ([0.80, 0.81, 0.82], [0.78, 0.79, 0.79])}
+    for wk, (fl, tg) in accs.items():
+        for s, (f, t) in enumerate(zip(fl, tg), start=1):
+            write_run(runs, f"lenet-float-w{wk}-s{s}", f, codec="float", payload=16000)
+            write_run(runs, f"lenet-terngrad-w{wk}-s{s}", t)
+    write_run(runs, "lenet-terngrad-w4-s4", 0.5)  # no float run of seed 4, none at 2 workers: not paired
+    assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 0
+    md = (out / "seeds.md").read_text()
+    # changes 1, 2, 1: mean 1.333, sd 0.5774, half-width 4.303 * 0.5774 / sqrt(3) = 1.434
+    assert "| terngrad | 2 -> 4 | 3 | 1.33 +- 1.43 | interval includes 0 |" in md

@@ -333,6 +333,12 @@ def render(runs_dir, out_dir):
             w("Float minus arm, paired by seed (accuracy points):\n")
             w(md_table(["workers", "arm", "pairs", "gap (mean +- 95% CI)", "verdict"],
                        [[g[0], g[1], g[2], fmt_ci(g[3], g[4]), g[5]] for g in gaps]))
+            growth = gap_growth_rows(groups, net)
+            if growth:
+                w("Does the gap change with the worker count? Per seed, the float-minus-arm gap at the larger"
+                  " count minus the gap at the smaller one (the same seed fixes the initialization and the images"
+                  " of every step at both counts; only their split among the workers differs), accuracy points:\n")
+                w(md_table(["arm", "workers", "seeds", "change of the gap (mean +- 95% CI)", "verdict"], growth))
         if net in PAPER:
             what, gap, tol = PAPER[net]
             w("The paper (%s). These runs use other data and, for CifarNet, far fewer iterations, so absolute"
@@ -410,6 +416,28 @@ def time_split_rows(groups, keys):
         codec = statistics.median(100.0 * (s["encode"] + s["decode"]) / s["wall"] for s in splits)
         rows.append([arm, wk, len(splits)] + ["%.0f" % med[p] for p in SPLIT_PHASES + ("other", "wall")]
                     + ["%.0f" % codec])
+    return rows
+
+
+def gap_growth_rows(groups, net):
+    """Per arm with runs at two or more worker counts: for each pair of consecutive counts, the per-seed
+    change of the float-minus-arm gap, with its t-interval over the seeds present in all four groups."""
+    rows = []
+    counts = sorted({k[1] for k in groups if k[0] == net})
+    for arm in sorted({k[2] for k in groups if k[0] == net and k[2] != "float"}):
+        for lo, hi in zip(counts, counts[1:]):
+            keys = [(net, lo, "float"), (net, lo, arm), (net, hi, "float"), (net, hi, arm)]
+            if not all(k in groups for k in keys):
+                continue
+            seeds = sorted(set.intersection(*(set(groups[k]) for k in keys)))
+            if len(seeds) < 2:
+                continue
+            acc = lambda k, sd: groups[k][sd]["final_test_accuracy"]
+            d = [(acc(keys[2], sd) - acc(keys[3], sd)) - (acc(keys[0], sd) - acc(keys[1], sd)) for sd in seeds]
+            m, h = mean_ci(d)
+            lo_ci, hi_ci = 100 * (m - h), 100 * (m + h)
+            rows.append([arm, "%d -> %d" % (lo, hi), len(seeds), fmt_ci(m, h),
+                         "interval excludes 0" if lo_ci > 0 or hi_ci < 0 else "interval includes 0"])
     return rows
 
 
