@@ -74,9 +74,9 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   sub->add_option("--seed", c.seed, "Seed of initialization, data order and the codec's stream");
   sub->add_option("--threads", c.threads, "LibTorch threads per process (1 keeps runs bit-reproducible)")->check(CLI::Range(1, 256));
   sub->add_option("--sim-threads", c.sim_threads,
-                  "threads computing the simulated workers' gradients at once, each on its own copy of the model: "
-                  "the same bits as 1, up to that many times faster (in-process simulation on the CPU; LeNet and "
-                  "CifarNet, whose layers draw no random numbers)")
+                  "threads computing the simulated workers' gradients (and the test evaluations) at once, each on its "
+                  "own copy of the model: the same bits as 1, up to that many times faster (in-process simulation on "
+                  "the CPU; LeNet and CifarNet, whose layers draw no random numbers)")
       ->check(CLI::Range(1, 256));
   sub->add_option("--eval-every", c.eval_every, "Test accuracy every N steps (0: only at the end)")->check(CLI::NonNegativeNumber);
   sub->add_option("--out", c.out_dir, "Folder for steps.csv, layers.csv, evals.csv, run.json, weights.f32");

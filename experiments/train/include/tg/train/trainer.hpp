@@ -49,9 +49,9 @@ struct TrainConfig {
   double epochs = 0.0;                  // > 0 overrides steps: ceil(epochs * train images / batch)
   std::uint64_t seed = 1;
   int threads = 1;                      // intra-op threads of LibTorch (1 keeps results reproducible)
-  int sim_threads = 1;                  // threads computing the simulated workers' gradients at once, each on
-                                        // its own copy of the model (same bits as 1; in-process simulation on
-                                        // the CPU only, models without dropout)
+  int sim_threads = 1;                  // threads computing the simulated workers' gradients (and the test
+                                        // evaluations) at once, each on its own copy of the model (same bits as
+                                        // 1; in-process simulation on the CPU only, models without dropout)
   std::string device = "cpu";           // cpu | cuda (forward/backward/optimizer there; the exchange stays on the CPU)
   long eval_every = 100;                // test accuracy every N steps (and at the end); 0: only at the end
   std::string out_dir;                  // CSV + JSON outputs (empty: none)
