@@ -520,16 +520,22 @@ std::span<const KernelSet> compiled_kernel_sets() {
 
 }  // namespace cpu
 
+namespace {
+// The widest kernel set this CPU runs (the sets come in increasing width; portable always runs).
+const cpu::Kernels* best_kernels() {
+  const cpu::Kernels* k = nullptr;
+  for (const cpu::KernelSet& set : cpu::compiled_kernel_sets())
+    if (set.cpu_runs()) k = set.kernels();
+  return k;
+}
+}  // namespace
+
 std::unique_ptr<Codec> make_optimized_codec_isa(unsigned threads, Isa isa) {
-  const cpu::Kernels* kernels = nullptr;
+  const cpu::Kernels* kernels = isa == Isa::best ? best_kernels() : nullptr;
   for (const cpu::KernelSet& set : cpu::compiled_kernel_sets()) {
-    if (isa == Isa::best) {
-      if (set.cpu_runs()) kernels = set.kernels();  // the sets come in increasing width
-    } else if (set.isa == isa) {
-      if (!set.cpu_runs())
-        throw Error(ErrorCode::invalid_argument, std::string("this CPU has no ") + set.needs);
-      kernels = set.kernels();
-    }
+    if (isa == Isa::best || set.isa != isa) continue;
+    if (!set.cpu_runs()) throw Error(ErrorCode::invalid_argument, std::string("this CPU has no ") + set.needs);
+    kernels = set.kernels();
   }
   if (!kernels)
     throw Error(ErrorCode::invalid_argument, "this build of the codec has no kernels for the requested "
@@ -551,12 +557,7 @@ std::size_t default_single_pass_from() { return kSinglePassFrom; }
 }  // namespace cpu
 
 void philox_blocks(const StreamKey& key, std::uint32_t first, std::size_t count, PhiloxBlock* out) {
-  static const cpu::Kernels* const best = [] {
-    const cpu::Kernels* k = nullptr;
-    for (const cpu::KernelSet& set : cpu::compiled_kernel_sets())
-      if (set.cpu_runs()) k = set.kernels();  // the sets come in increasing width
-    return k;
-  }();
+  static const cpu::Kernels* const best = best_kernels();
   best->philox_blocks(key, first, count, out);
 }
 
