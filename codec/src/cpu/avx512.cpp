@@ -115,17 +115,17 @@ inline unsigned keep16_double(__m512 a, __m512i u, __m512d scale) {
   return _mm512_cmp_pd_mask(ulo, plo, _CMP_LT_OQ) | (_mm512_cmp_pd_mask(uhi, phi, _CMP_LT_OQ) << 8);
 }
 
-// The lanes whose keep the float test proves (a subset of tg::keep's keeps; the lanes it leaves open
-// count as not proved).
-inline unsigned proved_keep16(__m512 a, __m512i u, const Scale& scale) {
-  return _mm512_cmp_ps_mask(_mm512_cvtepu32_ps(u), _mm512_mul_ps(a, scale.lo), _CMP_LT_OQ);
+// The lanes whose keep the float test proves, given a Scale's lo (a subset of tg::keep's keeps; the lanes
+// it leaves open count as not proved).
+inline unsigned proved_keep16(__m512 a, __m512i u, __m512 lo) {
+  return _mm512_cmp_ps_mask(_mm512_cvtepu32_ps(u), _mm512_mul_ps(a, lo), _CMP_LT_OQ);
 }
 
 // Keep bits of 16 lanes of magnitudes a (already clamped) and uniforms u: exactly tg::keep's.
 inline unsigned keep16(__m512 a, __m512i u, const Scale& scale) {
-  const __m512 uf = _mm512_cvtepu32_ps(u);
-  const __mmask16 yes = _mm512_cmp_ps_mask(uf, _mm512_mul_ps(a, scale.lo), _CMP_LT_OQ);
-  const __mmask16 no = _mm512_mask_cmp_ps_mask(_mm512_test_epi32_mask(u, u), uf, _mm512_mul_ps(a, scale.hi), _CMP_GE_OQ);
+  const __mmask16 yes = static_cast<__mmask16>(proved_keep16(a, u, scale.lo));
+  const __mmask16 no = _mm512_mask_cmp_ps_mask(_mm512_test_epi32_mask(u, u), _mm512_cvtepu32_ps(u),
+                                               _mm512_mul_ps(a, scale.hi), _CMP_GE_OQ);
   if (__builtin_expect(static_cast<__mmask16>(yes | no) == 0xffff, 1)) return yes;
   return keep16_double(a, u, scale.d);
 }
@@ -374,7 +374,7 @@ void avx512_encode_2bit_running(const float* g, std::size_t begin, std::size_t e
                                 RunningPass* st) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
   const __m512i lane_ids = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const Scale guard_scale(make_rule(guard, guard).scale);
+  const __m512 guard_lo = Scale(make_rule(guard, guard).scale).lo;  // only the proving bound is needed
   const __m512i max_finite = _mm512_set1_epi32(0x7f7fffff);
   const Philox16 philox(key);
   float m = st->m;
@@ -426,7 +426,7 @@ void avx512_encode_2bit_running(const float* g, std::size_t begin, std::size_t e
       const unsigned keep = keep16(af, u[v], scale);
       // proved kept under every final scalar <= guard: no re-check (a lane the float test leaves open is
       // stored and re-decided exactly, like any other candidate)
-      const unsigned sure = proved_keep16(af, u[v], guard_scale);
+      const unsigned sure = proved_keep16(af, u[v], guard_lo);
       unsigned neg = _mm512_cmplt_epi32_mask(raw[v], _mm512_setzero_si512());
       line[v] = _pdep_u32(keep & ~neg, 0x55555555u) | _pdep_u32(keep & neg, 0xAAAAAAAAu);
       // candidates: the stored lanes' indexes compressed once, the three arrays gathered with them and
