@@ -64,13 +64,13 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
       ->check(CLI::IsMember({"loss", "update"}));
   sub->add_option("--lr-policy", c.lr_policy, "fixed | inv: lr (1+gamma t)^-power | step: lr gamma^floor(t/step_size)")
       ->check(CLI::IsMember({"fixed", "inv", "step"}));
-  sub->add_option("--gamma", c.gamma, "Learning-rate policy gamma")->check(CLI::NonNegativeNumber);
-  sub->add_option("--power", c.power, "Learning-rate policy power (inv)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--gamma", c.gamma, "Learning-rate policy gamma")->check(tg::app::non_negative_finite());
+  sub->add_option("--power", c.power, "Learning-rate policy power (inv)")->check(tg::app::non_negative_finite());
   sub->add_option("--step-size", c.step_size, "Learning-rate policy step size (step)")->check(CLI::Range(1, 1 << 30));
   sub->add_option("--batch", c.batch, "Total batch over all workers (refused when one worker's share is over 1 GiB of float32 input, or --data synthetic's 2 x batch images over 1 GiB of pixels)")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--workers", c.workers, "Simulated workers (in one process)")->check(CLI::Range(1, 1024));
   sub->add_option("--steps", c.steps, "Training steps")->check(CLI::Range(1L, 1L << 31));
-  sub->add_option("--epochs", c.epochs, "Epochs (overrides --steps when > 0)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--epochs", c.epochs, "Epochs (overrides --steps when > 0)")->check(tg::app::non_negative_finite());
   sub->add_option("--seed", c.seed, "Seed of initialization, data order and the codec's stream");
   sub->add_option("--threads", c.threads, "LibTorch threads per process (1 keeps runs bit-reproducible)")->check(CLI::Range(1, 256));
   sub->add_option("--sim-threads", c.sim_threads,
@@ -78,13 +78,13 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
                   "own copy of the model: the same bits as 1, up to that many times faster (in-process simulation on "
                   "the CPU; LeNet and CifarNet, whose layers draw no random numbers)")
       ->check(CLI::Range(1, 256));
-  sub->add_option("--eval-every", c.eval_every, "Test accuracy every N steps (0: only at the end)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--eval-every", c.eval_every, "Test accuracy every N steps (0: only at the end)")->check(tg::app::non_negative_finite());
   sub->add_option("--out", c.out_dir, "Folder for steps.csv, layers.csv, evals.csv, run.json, weights.f32");
   sub->add_flag("--save-weights", c.save_weights, "Also write the final parameters to weights.f32 in --out");
   sub->add_flag("--progress", cli.progress, "Progress bar on stderr even when it is not a terminal");
   sub->add_flag("--no-progress", cli.no_progress, "No progress bar (default: a bar when stderr is a terminal)");
   sub->add_option("--checkpoint", c.checkpoint, "Checkpoint file, written every --checkpoint-every steps and at the end (atomically, by rank 0; --codec signsgd-ef: with every worker's error-feedback residuals, gathered from all ranks, so give every rank the same --checkpoint, as `terngrad launch` does)");
-  sub->add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints")->check(CLI::NonNegativeNumber);
+  sub->add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints")->check(tg::app::non_negative_finite());
   sub->add_option("--resume", c.resume, "Continue from this checkpoint (every rank reads the same file; --codec signsgd-ef: each worker takes its own residuals back, and a checkpoint without them is refused)")->check(tg::app::regular_file());
   sub->add_option("--timeout-s", c.timeout_s, "Bound on the rendezvous and on every collective (multi-process)")
       ->check(CLI::Range(0.1, 86400.0));
@@ -102,7 +102,7 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   // Live verification (experiments/train/include/tg/train/live_check.hpp, docs/torch.md).
   sub->add_option("--live-check", c.live_check.every,
                   "Every N steps (0: never), run the battery's per-gradient checks on extra encodings of worker 0's real gradient")
-      ->check(CLI::NonNegativeNumber);
+      ->check(tg::app::non_negative_finite());
   sub->add_option("--live-check-draws", c.live_check.draws, "Extra encodings per checked tensor (own Philox keys)")
       ->check(CLI::Range(2u, 1u << 20));
   sub->add_option("--live-check-alpha", c.live_check.alpha_total,
@@ -114,7 +114,7 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
                   "Tensors to check: largest (default), all, or comma-separated names or indices of ternary tensors");
   sub->add_option("--dump-step", c.dump_step,
                   "Write that step's exchange (every worker's payload bytes per tensor, the gradients) to --out/dump-step<N>")
-      ->check(CLI::NonNegativeNumber);
+      ->check(tg::app::non_negative_finite());
   sub->add_option("--json", cli.json, "Also write the run summary as JSON to FILE ('-': on stdout, instead of the text)");
 }
 

@@ -24,18 +24,20 @@ struct Command {
   int run() const { return run_fn(); }
 };
 
-// A CLI11 check for a finite number > 0 whose message names the value (CLI::PositiveNumber prints
-// the whole of DBL_MAX).
-inline CLI::Validator positive_finite() {
+// CLI11 checks for a finite number > 0, or >= 0, whose message names the value (CLI::PositiveNumber and
+// CLI::NonNegativeNumber print the whole of DBL_MAX as the range's end).
+inline CLI::Validator finite_number_check(bool zero_allowed) {
   return CLI::Validator(
-      [](std::string& text) {
+      [zero_allowed](std::string& text) {
         double v = 0;
-        if (!CLI::detail::lexical_cast(text, v) || !(v > 0) || !std::isfinite(v))
-          return "must be a finite number > 0, got " + text;
+        if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v) || v < 0 || (v == 0 && !zero_allowed))
+          return std::string("must be a finite number ") + (zero_allowed ? ">= 0" : "> 0") + ", got " + text;
         return std::string();
       },
-      "POSITIVE");
+      zero_allowed ? "NONNEGATIVE" : "POSITIVE");
 }
+inline CLI::Validator positive_finite() { return finite_number_check(false); }
+inline CLI::Validator non_negative_finite() { return finite_number_check(true); }
 
 // A CLI11 check for an input file that must be a regular file (not a FIFO, device or folder, which
 // would block or never end) of at most max_bytes (0: any size).
