@@ -5,7 +5,8 @@
 # ranks.csv (compute / encode / wait / wire / decode / optimizer per step).
 #   bash scripts/rank-splits.sh build/default/apps/terngrad [full|smoke]
 # full: 5 arms on 2 and on 4 ranks, 300 steps each (about 5 minutes on 2 cores); smoke: 2 arms on 2 ranks,
-# 12 steps (CI). Runs go to $OUT (default reports/train/ranks, not in git), one at a time; each run's
+# 12 steps (CI), runs and report under build/smoke/. Runs go to $OUT (default reports/train/ranks, not in
+# git), one at a time; each run's
 # start and the load average then are logged in $OUT/schedule.log, which the report quotes.
 # On a 2-core machine 4 ranks share 2 cores: the splits show that contention (compute and wait grow).
 # Environment (optional): ARMS="float terngrad ...", RANKS="2 4", STEPS=N, OUT=DIR, REPORT_OUT=DIR,

@@ -2,7 +2,8 @@
 # terngrad-bench: what scripts/train-seeds.sh and scripts/rank-splits.sh share (sourced, not run):
 # their arguments (<path to terngrad> [full|smoke]), the environment they read (OUT, PYTHON, TG_PACKAGE),
 # the schedule log of each run's start (with the load average) and end, and the report at the end.
-#   study_init <script name> <default runs folder under reports/> "$@"   sets TG MODE ROOT OUT PY PKG
+#   study_init <script name> <default runs folder under reports/> "$@"   sets TG MODE ROOT OUT PY PKG (and, in
+#                                     smoke mode, OUT and REPORT_OUT default under build/smoke/)
 #   study_ints <name> <value> <least>  checks a list of integers (SEEDS, WORKERS, RANKS) before any run
 #   study_plan <count>                the number of runs the study will make (for the progress lines)
 #   study_run <name> <command...>     runs one job: output to $OUT/<name>.log, logged in $OUT/schedule.log;
@@ -22,6 +23,12 @@ study_init() {
   ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   [[ -x $TG ]] || { echo "$script: $TG is not an executable terngrad binary" >&2; exit 2; }
   case $MODE in full|smoke) ;; *) echo "$script: mode must be full or smoke, not '$MODE'" >&2; exit 2 ;; esac
+  # smoke runs and their report go under build/smoke/ (not in git), so that a smoke study never mixes its runs
+  # with a full one's or writes over the committed report and digests
+  if [[ $MODE == smoke ]]; then
+    OUT=${OUT:-$ROOT/build/smoke/$runs}
+    REPORT_OUT=${REPORT_OUT:-$ROOT/build/smoke/$(dirname "$runs")}
+  fi
   OUT=${OUT:-$ROOT/reports/$runs}
   PY=${PYTHON:-$ROOT/build/venv/bin/python}
   PKG=${TG_PACKAGE:-$(cd "$(dirname "$TG")/.." && pwd)/python/package}
@@ -82,4 +89,5 @@ study_run() {
 
 study_report() {
   PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m terngrad.report "$1" --runs "$OUT" --out "${REPORT_OUT:-$ROOT/reports/train}"
+  [[ $MODE == full ]] || echo "$STUDY: smoke report in ${REPORT_OUT:-$ROOT/reports/train} (the committed reports are untouched)"
 }

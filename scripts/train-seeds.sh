@@ -17,14 +17,19 @@
 #          4 workers took 394 s (float), 394-423 (TernGrad arms), 609 (QSGD) and 571 (EF-SignSGD) per run;
 #          from source f9192ed on the evaluations use both threads and QSGD's and EF-SignSGD's codecs are
 #          2-4x faster (experiments/train/README.md), with the same bits.
-#   smoke  the same pipeline in about a minute (LeNet 60 steps, 2 seeds, 1000 test images): what CI runs.
+#   smoke  the same pipeline in about a minute (LeNet 60 steps, 2 seeds, 1000 test images): what CI runs;
+#          its runs and report go under build/smoke/, never over the committed report.
 #
 # Environment (optional): NETS="lenet cifarnet", SEEDS="1 2 3 4 5", ARMS="float terngrad ...",
 # WORKERS="2 4", SIM_THREADS=N (threads computing the workers' gradients, `terngrad train --sim-threads`;
 # default: the machine's cores; the same bits for any N), OUT=reports/train/seeds, PYTHON=build/venv/bin/python,
 # TG_PACKAGE=<built package>.
-# A finished run (its folder holds .complete, written after terngrad exited 0) is kept, not run again:
-# an interrupted study continues where it stopped, redoing only the run it was in. The raw runs are not kept in
+# smoke mode writes its runs and report under build/smoke/ unless OUT / REPORT_OUT say otherwise.
+# A finished run (its folder holds .complete, written after terngrad exited 0, naming the mode) is kept, not
+# run again: an interrupted study continues where it stopped, redoing only the run it was in. A run of the
+# other mode in OUT is an error (the two never mix). KEEP_DIGESTED=1 (full mode) also keeps the runs that
+# have a digest in $REPORT_OUT/seeds-digest (default reports/train/seeds-digest): a study continued on
+# another machine or clone skips what is already in the report. The raw runs are not kept in
 # git; the report keeps a small digest of each finished run in reports/train/seeds-digest/ (commit it), so a
 # study spread over several machines or sessions adds up. schedule.log records each run's start, load average and
 # exit status.
@@ -71,9 +76,28 @@ net_options() {  # net, workers
   esac
 }
 
+KEEP_DIGESTED=${KEEP_DIGESTED:-0}
+[[ $KEEP_DIGESTED == 0 || $KEEP_DIGESTED == 1 ]] || { echo "train-seeds: KEEP_DIGESTED must be 0 or 1, not '$KEEP_DIGESTED'" >&2; exit 2; }
+[[ $KEEP_DIGESTED == 0 || $MODE == full ]] || { echo "train-seeds: KEEP_DIGESTED=1 is for full studies (the digests are of full runs)" >&2; exit 2; }
+DIGEST_DIR=${REPORT_OUT:-$ROOT/reports/train}/seeds-digest
+
+# finished <run name>: 0 when the run is done (kept), 1 when it is to run; a finished run of the other mode
+# (its .complete names it; an empty .complete is from before the mode was recorded, and those were full runs)
+# stops the study.
+finished() {
+  local f=$OUT/$1/.complete mode
+  if [[ -f $f ]]; then
+    mode=$(head -c 16 "$f"); mode=${mode:-full}
+    [[ $mode == "$MODE" ]] && return 0
+    echo "train-seeds: $OUT/$1 is a finished $mode run, and this is a $MODE study: use another OUT" >&2
+    exit 2
+  fi
+  [[ $KEEP_DIGESTED == 1 && -f $DIGEST_DIR/$1.json ]]
+}
+
 todo=0
 for seed in $SEEDS; do for net in $NETS; do for w in $WORKERS; do for arm in $ARMS; do
-  [[ -f $OUT/$net-$arm-w$w-s$seed/.complete ]] || todo=$((todo + 1))
+  finished "$net-$arm-w$w-s$seed" || todo=$((todo + 1))
 done; done; done; done
 study_plan "$todo"
 
@@ -84,12 +108,12 @@ for seed in $SEEDS; do
     for w in $WORKERS; do
       for arm in $ARMS; do
         name="$net-$arm-w$w-s$seed"
-        if [[ -f $OUT/$name/.complete ]]; then echo "kept $name"; continue; fi
+        if finished "$name"; then echo "kept $name"; continue; fi
         opts=$(net_options "$net" "$w")
         # shellcheck disable=SC2086
         if study_run "$name" "$TG" train $opts ${ARM[$arm]} --data fashion-mnist --workers "$w" --seed "$seed" --sim-threads "$SIM_THREADS" \
              --no-progress --out "$OUT/$name"; then
-          touch "$OUT/$name/.complete"
+          echo "$MODE" > "$OUT/$name/.complete"
         else
           failed=1
         fi

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # terngrad-bench: the study scripts (scripts/train-seeds.sh, scripts/rank-splits.sh) refuse bad arguments
 # and environment with exit status 2, one line on stderr naming the problem, nothing on stdout, and no
-# runs folder created. Every case stops before the first run, so the "binary" is /bin/true.
+# runs folder created (the first cases stop before the first run, so the "binary" is /bin/true); a full and a
+# smoke study never mix their runs; KEEP_DIGESTED=1 keeps the runs a digest holds; smoke mode's default
+# folders are under build/smoke/, not reports/.
 #   bash python/tests/study_script_errors.sh <repo root>
 set -uo pipefail
 root=${1:?usage: study_script_errors.sh <repo root>}
@@ -42,5 +44,73 @@ expect train-seeds "train-seeds: SIM_THREADS must be integers >= 1, not '0'" SIM
 expect rank-splits "rank-splits: STEPS must be integers >= 2, not '1'" STEPS=1 -- /bin/true smoke
 expect rank-splits "rank-splits: RANKS must be integers >= 1, not 'two'" RANKS="two" -- /bin/true smoke
 
-echo "$((cases - fails)) of $cases cases refused as expected"
+expect train-seeds "train-seeds: KEEP_DIGESTED must be 0 or 1, not 'yes'" KEEP_DIGESTED=yes -- /bin/true full
+expect train-seeds "train-seeds: KEEP_DIGESTED=1 is for full studies" KEEP_DIGESTED=1 -- /bin/true smoke
+
+# Modes never mix: a finished run of the other mode in OUT stops the study before any run (an empty .complete is
+# a full run from before the mode was recorded). Here OUT exists beforehand, so expect() is not used.
+# mixed <.complete content> <mode of the study> <stderr substring>
+mixed() {
+  local out="$tmp/mixed-$cases"
+  cases=$((cases + 1))
+  mkdir -p "$out/lenet-float-w2-s1"
+  printf '%s' "$1" > "$out/lenet-float-w2-s1/.complete"
+  env OUT="$out" REPORT_OUT="$tmp/report" NETS=lenet SEEDS=1 ARMS=float WORKERS=2 \
+    bash "$root/scripts/train-seeds.sh" /bin/true "$2" > "$tmp/stdout" 2> "$tmp/stderr"
+  local rc=$?
+  if [[ $rc != 2 || $(wc -l < "$tmp/stderr") != 1 || -s $tmp/stdout || -e $out/schedule.log ]] || ! grep -qF -- "$3" "$tmp/stderr"; then
+    echo "FAIL: a '$1' run in OUT, $2 study: exit $rc; want exit 2 and '$3'; stderr:" >&2
+    cat "$tmp/stderr" >&2
+    fails=$((fails + 1))
+  fi
+}
+mixed "full" smoke "lenet-float-w2-s1 is a finished full run, and this is a smoke study: use another OUT"
+mixed "" smoke "lenet-float-w2-s1 is a finished full run, and this is a smoke study"
+mixed "smoke" full "lenet-float-w2-s1 is a finished smoke run, and this is a full study"
+
+# The cases below run to the end. The "binary" records that it was started and fails; the "Python" (the
+# report) is /bin/true.
+fake="$tmp/fake-terngrad"
+printf '#!/bin/sh\ntouch "%s/started"\nexit 1\n' "$tmp" > "$fake"
+chmod +x "$fake"
+
+# KEEP_DIGESTED=1: a run with a digest in REPORT_OUT/seeds-digest is kept, the binary never started
+cases=$((cases + 1))
+mkdir -p "$tmp/digested/report/seeds-digest"
+echo '{}' > "$tmp/digested/report/seeds-digest/lenet-float-w2-s1.json"
+env OUT="$tmp/digested/runs" REPORT_OUT="$tmp/digested/report" PYTHON=/bin/true KEEP_DIGESTED=1 NETS=lenet SEEDS=1 \
+  ARMS=float WORKERS=2 bash "$root/scripts/train-seeds.sh" "$fake" full > "$tmp/stdout" 2> "$tmp/stderr"
+rc=$?
+if [[ $rc != 0 || -e $tmp/started ]] || ! grep -qx "kept lenet-float-w2-s1" "$tmp/stdout"; then
+  echo "FAIL: KEEP_DIGESTED=1 with the run's digest: exit $rc, binary $([[ -e $tmp/started ]] && echo started || echo not started); stdout:" >&2
+  cat "$tmp/stdout" "$tmp/stderr" >&2
+  fails=$((fails + 1))
+fi
+# ... and without KEEP_DIGESTED the same run is made again (the binary starts; it fails here: exit 1)
+cases=$((cases + 1))
+env OUT="$tmp/digested/runs" REPORT_OUT="$tmp/digested/report" PYTHON=/bin/true NETS=lenet SEEDS=1 \
+  ARMS=float WORKERS=2 bash "$root/scripts/train-seeds.sh" "$fake" full > "$tmp/stdout" 2> "$tmp/stderr"
+rc=$?
+if [[ $rc != 1 || ! -e $tmp/started ]]; then
+  echo "FAIL: without KEEP_DIGESTED the digested run was not made again: exit $rc" >&2
+  fails=$((fails + 1))
+fi
+rm -f "$tmp/started"
+
+# smoke mode's default folders are under build/smoke/ of the checkout the script is in, never reports/
+for s in train-seeds rank-splits; do
+  cases=$((cases + 1))
+  copy="$tmp/checkout-$s"
+  mkdir -p "$copy/scripts"
+  cp "$root/scripts/$s.sh" "$root/scripts/study-common.sh" "$copy/scripts/"
+  env -u OUT -u REPORT_OUT PYTHON=/bin/true SEEDS=1 ARMS=float bash "$copy/scripts/$s.sh" "$fake" smoke > "$tmp/stdout" 2> "$tmp/stderr"
+  case $s in train-seeds) runs=train/seeds ;; *) runs=train/ranks ;; esac
+  if [[ ! -f $copy/build/smoke/$runs/schedule.log || -e $copy/reports ]] || ! grep -qF "smoke report in $copy/build/smoke/train" "$tmp/stdout"; then
+    echo "FAIL: $s smoke without OUT: schedule.log $([[ -f $copy/build/smoke/$runs/schedule.log ]] && echo in || echo not in) build/smoke/$runs, reports/ $([[ -e $copy/reports ]] && echo created || echo absent); stdout:" >&2
+    cat "$tmp/stdout" >&2
+    fails=$((fails + 1))
+  fi
+done
+
+echo "$((cases - fails)) of $cases cases as expected"
 [[ $fails == 0 ]]

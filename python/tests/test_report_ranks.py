@@ -62,3 +62,17 @@ def test_bad_inputs_are_one_line_and_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "non-finite" in err and err.count("\n") == 1
     assert not (tmp_path / "o" / "ranks.md").exists()
+
+
+def test_runs_folder_is_named_relative_to_the_checkout(tmp_path, monkeypatch):
+    # run from the checkout (here tmp_path), the report names the runs folder as "reports/train/ranks", not by the
+    # machine's absolute path; a folder outside the working directory is named as given
+    runs = tmp_path / "reports" / "train" / "ranks"
+    write_run(runs, "lenet-float-n2", [[s, r, 0.01, 0, 0, 0, 0, 0] for s in range(3) for r in range(2)])
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["ranks", "--runs", str(runs), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "ranks.md").read_text()
+    assert "(raw runs in `reports/train/ranks`, not in git)" in md and str(tmp_path) not in md
+    monkeypatch.chdir(tmp_path / "out")
+    assert cli.main(["ranks", "--runs", str(runs), "--out", str(tmp_path / "out2")]) == 0
+    assert f"(raw runs in `{runs}`, not in git)" in (tmp_path / "out2" / "ranks.md").read_text()

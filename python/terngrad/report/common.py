@@ -62,6 +62,16 @@ def pyplot():
     return plt
 
 
+def shown_path(path):
+    """path as a report quotes it: relative to the working directory (the repository root, where the scripts
+    run the renderers) when it lies under it, so that a committed report names no machine's folders."""
+    p = pathlib.Path(path).resolve()
+    try:
+        return str(p.relative_to(pathlib.Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def write_output(path, data):
     """Every file the renderers write goes through the project's one writer (tg::write_output):
     temp + fsync + rename for a file, the target of a symlink, in place for a device or FIFO."""
