@@ -5,13 +5,26 @@
 # The ten runs' times are in reports/convex/README.md (the `seconds` of each summary.json).
 # Kept in git: */summary.json, commands.txt, the figures and README.md; curves.csv and run.log are regenerated here.
 # Python: $PYTHON (default build/venv/bin/python) with the built package build/<dir>/python/package.
+# The runs are written to a staging folder and moved into reports/convex only when every one has finished: a
+# failed or interrupted run leaves the kept files as they were (its log is printed).
+# The option values ($TG, $OUT, ...) are split into words on purpose.
+# shellcheck disable=SC2086
 set -euo pipefail
+if [[ $# -gt 1 ]]; then echo "usage: bash scripts/reproduce-convex.sh [path to terngrad]" >&2; exit 2; fi
 TG=${1:-build/default/apps/terngrad}
-OUT=reports/convex
+[[ -x $TG && -f $TG ]] || { echo "reproduce-convex: $TG is not an executable terngrad binary (build it first)" >&2; exit 2; }
+KEPT=reports/convex
 PY=${PYTHON:-build/venv/bin/python}
 PKG=${TG_PACKAGE:-$(cd "$(dirname "$TG")/.." && pwd)/python/package}
-mkdir -p "$OUT"
-run() { echo "+ $*" >&2; "$@"; }
+mkdir -p "$KEPT"
+OUT=$(mktemp -d "$KEPT/.stage-XXXXXX")  # the runs go here first
+trap 'rm -rf "$OUT"' EXIT
+FAILED=""
+run() {  # after a failure the remaining runs are skipped
+  [[ -z $FAILED ]] || return 0
+  echo "+ $*" >&2
+  "$@" || { FAILED="exit $?: $*"; echo "reproduce-convex: failed ($FAILED)" >&2; }
+}
 {
   echo "# commands run by scripts/reproduce-convex.sh on $(date -u +%Y-%m-%dT%H:%MZ)"
   run $TG converge --no-progress --out $OUT/decay --problem lsq --dim 20 --steps 4000 --seeds 40 --every 20 \
@@ -34,7 +47,20 @@ run() { echo "+ $*" >&2; "$@"; }
       --assumption3 --no-prediction --alpha 1e-3
   done
   run $TG converge --no-progress --out $OUT/checks --steps 10 --seeds 1 --methods float --checks
-} > $OUT/run.log 2>&1 || { cat $OUT/run.log; exit 1; }
-grep -E '^(#|\+ )' $OUT/run.log > $OUT/commands.txt
-PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" $PY -m terngrad.report convex $OUT
-echo "wrote $OUT (log: $OUT/run.log)"
+} > "$OUT/run.log" 2>&1
+if [[ -n $FAILED ]]; then
+  cat "$OUT/run.log"
+  echo "reproduce-convex: a run failed (log above); $KEPT left as it was" >&2
+  exit 1
+fi
+# every run finished: the command list (the log with its staging folder named as the kept one), then the runs
+sed -n -E "s#$OUT#$KEPT#g; /^(#|\+ )/p" "$OUT/run.log" > "$OUT/commands.txt"
+for d in "$OUT"/*/; do
+  d=${d%/}
+  rm -rf "${KEPT:?}/$(basename "$d")"
+  mv "$d" "$KEPT/"
+done
+sed "s#$OUT#$KEPT#g" "$OUT/run.log" > "$KEPT/run.log"
+mv "$OUT/commands.txt" "$KEPT/commands.txt"
+PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" $PY -m terngrad.report convex $KEPT
+echo "wrote $KEPT (log: $KEPT/run.log)"

@@ -3,7 +3,8 @@
 # and environment with exit status 2, one line on stderr naming the problem, nothing on stdout, and no
 # runs folder created (the first cases stop before the first run, so the "binary" is /bin/true); a full and a
 # smoke study never mix their runs; KEEP_DIGESTED=1 keeps the runs a digest holds; smoke mode's default
-# folders are under build/smoke/, not reports/.
+# folders are under build/smoke/, not reports/; scripts/reproduce-train.sh and scripts/reproduce-convex.sh refuse a
+# bad group or binary and leave the kept report as it was when a run fails.
 #   bash python/tests/study_script_errors.sh <repo root>
 set -uo pipefail
 root=${1:?usage: study_script_errors.sh <repo root>}
@@ -111,6 +112,31 @@ for s in train-seeds rank-splits; do
     fails=$((fails + 1))
   fi
 done
+
+# The reproduce scripts: a bad group or binary is refused before anything runs; a failed run leaves the kept
+# report as it was. Each runs in a copy of the checkout's layout, so the real reports are never touched.
+# reproduce_case <script> <group or ""> <binary> <want exit> <stderr substring>
+reproduce_case() {
+  local script=$1 group=$2 bin=$3 want_rc=$4 want=$5 copy="$tmp/reproduce-$cases"
+  cases=$((cases + 1))
+  mkdir -p "$copy/scripts" "$copy/reports/convex" "$copy/reports/train"
+  cp "$root/scripts/$script.sh" "$copy/scripts/"
+  echo kept > "$copy/reports/convex/commands.txt"
+  echo kept > "$copy/reports/train/README.md"
+  (cd "$copy" && env PYTHON=/bin/false bash "scripts/$script.sh" "$bin" ${group:+"$group"} > "$tmp/stdout" 2> "$tmp/stderr")
+  local rc=$?
+  if [[ $rc != "$want_rc" || $(cat "$copy/reports/convex/commands.txt" "$copy/reports/train/README.md") != "kept"$'\n'"kept" ]] \
+     || [[ -n $(find "$copy/reports/convex" -mindepth 1 -not -name commands.txt) ]] || ! grep -qF -- "$want" "$tmp/stderr"; then
+    echo "FAIL: $script $bin $group: exit $rc (want $want_rc), kept files $(cat "$copy/reports/convex/commands.txt" "$copy/reports/train/README.md" | tr '\n' ' '); want '$want'; stderr:" >&2
+    cat "$tmp/stderr" >&2
+    fails=$((fails + 1))
+  fi
+}
+reproduce_case reproduce-train bogus "$fake" 2 "reproduce-train: unknown group 'bogus' (one of: lenet lenet3k"
+reproduce_case reproduce-train lenet "$tmp/no-such-terngrad" 2 "reproduce-train: $tmp/no-such-terngrad is not an executable terngrad binary"
+reproduce_case reproduce-train lenet "$fake" 1 "reproduce-train: 4 runs failed"
+reproduce_case reproduce-convex "" "$tmp/no-such-terngrad" 2 "reproduce-convex: $tmp/no-such-terngrad is not an executable terngrad binary"
+reproduce_case reproduce-convex "" "$fake" 1 "reproduce-convex: a run failed (log above); reports/convex left as it was"
 
 echo "$((cases - fails)) of $cases cases as expected"
 [[ $fails == 0 ]]

@@ -197,7 +197,10 @@ def test_train_renders_the_tables_from_the_runs(tmp_path):
     for name, workers, codec, acc in (("lenet-float-2w", 2, "float", 0.90), ("lenet-terngrad-2w", 2, "terngrad", 0.88),
                                       ("lenet-float-8w", 8, "float", 0.91), ("lenet-terngrad-8w", 8, "terngrad", 0.91)):
         write_train_run(runs, name, workers, codec, [(50, acc - 0.1), (100, acc)], wall=2000.0 + workers)
-    assert train.main(["--runs", str(runs), "--out", str(tmp_path / "out")]) == 0
+    # only the lenet group: without --partial nothing is written (a shorter report never replaces the full one)
+    assert train.main(["--runs", str(runs), "--out", str(tmp_path / "out")]) == 2
+    assert not (tmp_path / "out").exists()
+    assert train.main(["--runs", str(runs), "--out", str(tmp_path / "out"), "--partial"]) == 0
     md = (tmp_path / "out" / "README.md").read_text()
     assert "| lenet-terngrad-2w | 2 | terngrad | 88.00% | 0.1200 | 50: 78.00, 100: 88.00 |" in md
     # float minus TernGrad at step 100, with the binomial standard error of a difference on 10000 images
@@ -210,6 +213,19 @@ def test_train_renders_the_tables_from_the_runs(tmp_path):
     assert "| lenet | 4 | lenet-float-2w 2002, lenet-terngrad-2w 2002, lenet-float-8w 2008, lenet-terngrad-8w 2008 |" in md
     assert "## CifarNet" not in md and "## AlexNet" not in md  # groups without runs are left out
     assert (tmp_path / "out" / "lenet_fashion_mnist.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_train_with_a_group_missing_names_it_and_writes_nothing(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    for group, names in train.GROUPS.items():
+        for name in names:
+            if name != "cifarnet-terngrad-clip":
+                write_train_run(runs, name, 2, "float", [(50, 0.5), (100, 0.6)], wall=10.0)
+    out = tmp_path / "out"
+    assert train.main(["--runs", str(runs), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "lacks 1 of the runs" in err and "(cifarnet/cifarnet-terngrad-clip)" in err
+    assert "--partial" in err and not out.exists()
 
 
 def test_train_without_runs_is_an_error(tmp_path, capsys):

@@ -106,18 +106,31 @@ def read_train_run(folder):
 
 
 def runs_report_main(argv, name, what, runs, out, made_by, render, errors=(InputError, KeyError, ValueError),
-                     kept_in=None):
+                     kept_in=None, missing=None):
     """The command line of a renderer that reads a folder of runs: `python -m terngrad.report <name>
     [--runs DIR] [--out DIR]`. render(runs_dir, out_dir) returns the path it wrote; a missing runs
     folder or a malformed run is one line on stderr and exit 2. kept_in(out_dir), where given, names a folder
-    of what the renderer keeps of earlier runs: if it exists, a missing runs folder is no error."""
+    of what the renderer keeps of earlier runs: if it exists, a missing runs folder is no error.
+    missing(runs_dir), where given, names the runs the full report needs that the folder lacks: then the
+    report is written only when none is missing, or with --partial (the sections without runs left out), so
+    that rendering after one group of runs never writes a shorter report over the full one."""
     ap = argparse.ArgumentParser(prog=f"python -m terngrad.report {name}",
                                  description=f"Render {what} from the runs of {made_by}.")
     ap.add_argument("--runs", type=pathlib.Path, default=runs, help=f"folder of the runs (default: {runs})")
     ap.add_argument("--out", type=pathlib.Path, default=out, help=f"folder for the report and PNGs (default: {out})")
+    if missing is not None:
+        ap.add_argument("--partial", action="store_true",
+                        help="render with runs missing, leaving their sections out (default: refuse, naming them)")
     args = ap.parse_args(argv)
     if not args.runs.is_dir() and not (kept_in and kept_in(args.out).is_dir()):
         print(f"terngrad.report {name}: error: runs folder {args.runs} does not exist ({made_by} writes it)",
+              file=sys.stderr)
+        return 2
+    lacking = missing(args.runs) if missing is not None and not args.partial else []
+    if lacking:
+        shown = ", ".join(lacking[:6]) + (f" and {len(lacking) - 6} more" if len(lacking) > 6 else "")
+        print(f"terngrad.report {name}: error: {args.runs} lacks {len(lacking)} of the runs {what} shows ({shown}): "
+              f"run them ({made_by}), or pass --partial to render without their sections; nothing written",
               file=sys.stderr)
         return 2
     try:

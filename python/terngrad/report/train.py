@@ -293,9 +293,15 @@ def render(runs_dir, out_dir):
     return readme
 
 
+def missing_runs(runs_dir):
+    """The runs of GROUPS (every section of README.md) that runs_dir lacks, by group, as "<group>/<run>"."""
+    return [f"{g}/{n}" for g, names in GROUPS.items() for n in names if not (runs_dir / n / "run.json").is_file()]
+
+
 def main(argv=None):
     return runs_report_main(argv, "train", "reports/train/README.md and its figures", RUNS, OUT,
-                            "scripts/reproduce-train.sh", render, errors=(InputError, KeyError, StopIteration, ValueError))
+                            "scripts/reproduce-train.sh", render, errors=(InputError, KeyError, StopIteration, ValueError),
+                            missing=missing_runs)
 
 if __name__ == "__main__":
     sys.exit(main())
