@@ -17,6 +17,8 @@ def main(path):
         if b.get("run_type") == "aggregate" or b.get("error_occurred"):
             continue
         runs.setdefault(b["run_name"], []).append(b)
+    if not runs:
+        raise ValueError("no benchmark rows")
     ctx = data["context"]
     print(f"Run {ctx['date']}, {ctx['num_cpus']} CPUs at {ctx['mhz_per_cpu']} MHz, load average "
           f"{[round(x, 2) for x in ctx.get('load_avg', [])]} as Google Benchmark records it (at the run's end), `{ctx['executable']}`; "
@@ -36,4 +38,13 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if len(sys.argv) != 2:
+        print("usage: python3 bench/roofline_table.py <tg_bench JSON run (--benchmark_out)>", file=sys.stderr)
+        sys.exit(2)
+    try:
+        main(sys.argv[1])
+    except (FileNotFoundError, IsADirectoryError, PermissionError, ValueError, KeyError, IndexError, TypeError) as e:
+        # one line, exit 2, not a traceback
+        print(f"roofline_table: {sys.argv[1]} is not a readable tg_bench JSON run ({type(e).__name__}: {e})",
+              file=sys.stderr)
+        sys.exit(2)
