@@ -157,7 +157,10 @@ def predict(args, tmp, extra):
 
 def report(args, out_dir):
     runs = os.path.join(out_dir, ".runs")  # hidden: `terngrad report` would list its runs as training results
-    meta = json.load(open(os.path.join(runs, "meta.json")))
+    if not os.path.isfile(os.path.join(runs, "meta.json")):
+        fail(f"{runs}/meta.json is missing: there are no measured runs to report; run without --report-only first")
+    with open(os.path.join(runs, "meta.json")) as f:
+        meta = json.load(f)
     tmp = os.path.join(runs, "model-tmp")
     os.makedirs(tmp, exist_ok=True)
     r = meta["codec_rates"]
@@ -171,6 +174,8 @@ def report(args, out_dir):
             base = steps_stats(os.path.join(unshaped, "steps.csv"), meta["warmup"])
             for mbit in meta["rates_mbit"]:
                 name = f"lenet-{codec}-{n}r-{mbit}mbit"
+                if not os.path.exists(os.path.join(runs, name, "steps.csv")):
+                    fail(f"{runs}/{name}/steps.csv is missing: measure the runs again (without --report-only)")
                 m = steps_stats(os.path.join(runs, name, "steps.csv"), meta["warmup"])
                 gp = meta["goodput_mbit"][str(mbit)]
                 cfg = predict(args, tmp, ["--net", "lenet", "--batch", str(meta["batch_total"] // n), "--workers", str(n),
