@@ -35,12 +35,6 @@ def main(d):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        print("usage: python3 bench/ab_table.py <folder of an A/B made by bench/ab.sh>", file=sys.stderr)
-        sys.exit(2)
-    try:
-        main(sys.argv[1])
-    except (FileNotFoundError, IsADirectoryError, PermissionError, ValueError, KeyError, IndexError, TypeError) as e:
-        # one line, exit 2, not a traceback
-        print(f"ab_table: {sys.argv[1]}: {type(e).__name__}: {e}", file=sys.stderr)
-        sys.exit(2)
+    from table_cli import run
+
+    run(main, "ab_table", "folder of an A/B made by bench/ab.sh")

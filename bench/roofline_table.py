@@ -38,13 +38,6 @@ def main(path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        print("usage: python3 bench/roofline_table.py <tg_bench JSON run (--benchmark_out)>", file=sys.stderr)
-        sys.exit(2)
-    try:
-        main(sys.argv[1])
-    except (FileNotFoundError, IsADirectoryError, PermissionError, ValueError, KeyError, IndexError, TypeError) as e:
-        # one line, exit 2, not a traceback
-        print(f"roofline_table: {sys.argv[1]} is not a readable tg_bench JSON run ({type(e).__name__}: {e})",
-              file=sys.stderr)
-        sys.exit(2)
+    from table_cli import run
+
+    run(main, "roofline_table", "tg_bench JSON run (--benchmark_out)")
