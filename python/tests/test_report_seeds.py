@@ -207,7 +207,7 @@ def test_raw_run_replaces_its_digest_and_recovered_digests_are_stated(tmp_path):
     md = (out / "seeds.md").read_text()
     # the raw run's 70.00 replaced the stale digest's 10.00; the recovered run adds 75.00 without a wall time
     assert "| terngrad | 2 | 2 | 72.50 +- 31.77 | 70.00, 75.00 |" in md  # sd 3.5355 points, 12.706 * 3.5355 / sqrt(2)
-    assert "| 10 (1 runs) | 1/? |" in md
+    assert "| 10 (1 run) | 1/? |" in md
     assert "1 runs are known only from an old report" in md
     assert json.loads((digests / "lenet-terngrad-w2-s1.json").read_text())["final_test_accuracy"] == 0.70
     assert (out / "lenet_seeds.png").read_bytes()[:8] == PNG_MAGIC
@@ -270,6 +270,8 @@ def test_time_split_is_the_median_per_arm_without_stopped_runs(tmp_path):
     # other = median(150 - 135, 170 - 161) = median(15, 9) = 12; codec share median(30/150, 44/170) = (20 + 25.88) / 2 = 22.9
     assert "| qsgd | 2 | 2 | 105 | 25 | 12 | 0 | 6 | 12 | 160 | 23 |" in md
     assert "| float | 2 | 1 | 0 | 0 | 0 | 0 | 0 | 10 | 10 | 0 |" in md
+    # the accuracy table's wall column leaves the stopped run out too: median(150, 170) over 2 of the 3 runs
+    assert "| 160 (2 runs) | 1 |" in md
     digest = json.loads((out / "seeds-digest" / "lenet-qsgd-w2-s2.json").read_text())
     assert digest["time_s"]["encode"] == 30 and digest["time_s"]["wall"] == 170
     # the same table from the digests alone
@@ -277,6 +279,15 @@ def test_time_split_is_the_median_per_arm_without_stopped_runs(tmp_path):
     shutil.rmtree(runs)
     assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 0
     assert "| qsgd | 2 | 2 | 105 | 25 | 12 | 0 | 6 | 12 | 160 | 23 |" in (out / "seeds.md").read_text()
+
+
+def test_wall_cell_leaves_out_stopped_runs():
+    run = lambda wall, pause=None: {"wall_s": wall, "pause": pause}
+    assert seeds.wall_text([run(100), run(300), run(900, "about 600 s, a benchmark")]) == "200 (2 runs)"
+    assert seeds.wall_text([run(100), run(300)]) == "200"
+    assert seeds.wall_text([run(700, "about 240 s, tests"), run(500, "x")]) == "600 (stopped)"
+    assert seeds.wall_text([run(None), run(None)]) == "-"
+    assert seeds.wall_text([run(None), run(120)]) == "120 (1 run)"
 
 
 def test_change_of_the_gap_with_the_worker_count_is_paired_by_seed(tmp_path):

@@ -117,6 +117,20 @@ def run_logs(runs_dir):
     return loads, pauses, cpus, end_loads, sources
 
 
+def wall_text(runs):
+    """The wall-time cell of the accuracy table: the median over the runs that kept a wall time and were not
+    stopped (SIGSTOP, pauses.log), "(n runs)" when that is fewer than the runs; "(stopped)" when every run with a
+    wall time was stopped (their median, pauses included); "-" when no run kept one."""
+    runs = list(runs)
+    timed = [r for r in runs if r.get("wall_s") is not None]
+    clean = [r["wall_s"] for r in timed if not r.get("pause")]
+    if clean:
+        return "%.0f%s" % (statistics.median(clean), "" if len(clean) == len(runs) else " (%d run%s)" % (len(clean), "s"[len(clean) == 1:]))
+    if timed:
+        return "%.0f (stopped)" % statistics.median(r["wall_s"] for r in timed)
+    return "-"
+
+
 def digest(run, name, load=None, pause=None, cpu=None, load15_at_end=None, binary_source=None):
     """What the report keeps of one finished raw run (see the module's docstring)."""
     return {"digest_version": DIGEST_VERSION, "name": name, "source": "raw run", "config": run["config"],
@@ -305,9 +319,7 @@ def render(runs_dir, out_dir):
                 fu, fd = wire_bytes(base[next(iter(base))])
                 if (fd is None) == (down is None):  # compare like with like: both with downlink or neither
                     ratio = "%.2fx" % ((fu + (fd or 0)) / (up + (down or 0)))
-            walls = [runs[s]["wall_s"] for s in runs if runs[s].get("wall_s") is not None]
-            wall = "-" if not walls else "%.0f%s" % (statistics.median(walls),
-                                                     "" if len(walls) == len(runs) else " (%d runs)" % len(walls))
+            wall = wall_text(runs.values())
             rows.append([arm, wk, len(runs), fmt_ci(m, h), ", ".join("%.2f" % (100 * a) for a in accs),
                          "%d" % up, "%d" % down if down is not None else "-", ratio, wall, threads_text(runs.values())])
         w(md_table(["arm", "workers", "seeds", "final test accuracy, % (mean +- 95% CI)", "per seed",
