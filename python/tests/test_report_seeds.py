@@ -281,6 +281,20 @@ def test_time_split_is_the_median_per_arm_without_stopped_runs(tmp_path):
     assert "| qsgd | 2 | 2 | 105 | 25 | 12 | 0 | 6 | 12 | 160 | 23 |" in (out / "seeds.md").read_text()
 
 
+def test_last_step_noise_from_close_final_evaluations():
+    run = lambda *points: {"curve": [[st, acc, 0.0, 0.0] for st, acc in points]}
+    # 1400 -> 1407 (7 steps, within 1% of 1407): |0.7842 - 0.8082| = 2.40 points and |0.815 - 0.822| = 0.70
+    text = seeds.last_step_noise([run((1200, 0.80), (1400, 0.8082), (1407, 0.7842)),
+                                  run((1400, 0.822), (1407, 0.815)),
+                                  run((9000, 0.9), (10000, 0.5)),  # 1000 steps apart: not counted
+                                  {"curve": None}])
+    assert text.startswith("Final-iterate noise: in 2 runs the last two evaluations lie 7 steps apart")
+    assert "a median of 1.55 points (largest 2.40)" in text
+    assert seeds.last_step_noise([run((9000, 0.9), (10000, 0.5))]) is None
+    assert seeds.last_step_noise([run((100, 0.5), (105, 0.6)), run((200, 0.5), (203, 0.5))]).startswith(
+        "Final-iterate noise: in 2 runs the last two evaluations lie 3-5 steps apart")
+
+
 def test_wall_cell_leaves_out_stopped_runs():
     run = lambda wall, pause=None: {"wall_s": wall, "pause": pause}
     assert seeds.wall_text([run(100), run(300), run(900, "about 600 s, a benchmark")]) == "200 (2 runs)"

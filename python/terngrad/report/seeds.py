@@ -117,6 +117,25 @@ def run_logs(runs_dir):
     return loads, pauses, cpus, end_loads, sources
 
 
+def last_step_noise(runs):
+    """A sentence on how much the accuracy moves between the last two evaluations where they lie close together
+    (at most 1% of the run's steps or 10 steps apart, as at the end of an epoch-based run: the regular evaluation,
+    then the one at the last step): the final accuracy of one run is one draw of that movement, so it is part of
+    the seed-to-seed spread. None when no run has such a pair."""
+    deltas, gaps = [], set()
+    for r in runs:
+        c = r.get("curve") or []
+        if len(c) >= 2 and 0 < c[-1][0] - c[-2][0] <= max(10, 0.01 * c[-1][0]):
+            deltas.append(100 * abs(c[-1][1] - c[-2][1]))
+            gaps.add(c[-1][0] - c[-2][0])
+    if not deltas:
+        return None
+    apart = "%d" % min(gaps) if len(gaps) == 1 else "%d-%d" % (min(gaps), max(gaps))
+    return ("Final-iterate noise: in %d run%s the last two evaluations lie %s steps apart, and their accuracies differ by "
+            "a median of %.2f points (largest %.2f). The final accuracy is one draw of that movement, so the spread over "
+            "seeds includes it." % (len(deltas), "s"[len(deltas) == 1:], apart, statistics.median(deltas), max(deltas)))
+
+
 def wall_text(runs):
     """The wall-time cell of the accuracy table: the median over the runs that kept a wall time and were not
     stopped (SIGSTOP, pauses.log), "(n runs)" when that is fewer than the runs; "(stopped)" when every run with a
@@ -325,6 +344,9 @@ def render(runs_dir, out_dir):
         w(md_table(["arm", "workers", "seeds", "final test accuracy, % (mean +- 95% CI)", "per seed",
                     "uplink bytes / worker / step", "downlink", "float arm's bytes / this arm's",
                     "wall s per run (median)", "threads"], rows))
+        noise = last_step_noise(r for key in keys for r in groups[key].values())
+        if noise:
+            w(noise + "\n")
         gaps = []
         for key in keys:
             _, wk, arm = key
