@@ -103,11 +103,7 @@ int run_converge(const ConvergeOptions& o) {
   if (methods.empty()) throw std::invalid_argument("--methods is empty");
   auto problem = make_problem(ps);  // validates ps, throws naming the bad option
   std::filesystem::path dir(o.out);
-  {  // fail before the runs, not after, when the output folder cannot be made
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) throw std::runtime_error("cannot create output folder " + dir.string() + ": " + ec.message());
-  }
+  tg::app::make_output_folder("--out", o.out);  // before the runs, not after
 
   // Progress: one updating line on a terminal, one line per method otherwise (logs).
   const bool tty = !o.quiet && ::isatty(::fileno(stderr));

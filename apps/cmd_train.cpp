@@ -124,6 +124,7 @@ int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
   if ((c.world_size > 0) != (c.rank >= 0))
     throw std::invalid_argument("--rank and --world-size go together (or use `terngrad launch`)");
   if (c.dump_step >= 0 && c.out_dir.empty()) throw std::invalid_argument("--dump-step needs --out (the folder it writes to)");
+  if (!c.out_dir.empty()) tg::app::make_output_folder("--out", c.out_dir);  // before the data is loaded
   if (c.dump_step >= 0 && c.codec != "terngrad" && !(c.codec == "float" && c.float_exchange == "allgather"))
     throw std::invalid_argument("--dump-step writes the per-worker payloads of an allgather exchange: it needs --codec "
                                 "terngrad or --codec float --float-exchange allgather, not --codec " + c.codec +

@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace tg::app {
@@ -38,6 +40,15 @@ inline CLI::Validator finite_number_check(bool zero_allowed) {
 }
 inline CLI::Validator positive_finite() { return finite_number_check(false); }
 inline CLI::Validator non_negative_finite() { return finite_number_check(true); }
+
+// Creates the output folder dir (and its parents) of a long run before the run, so that a path that cannot
+// be a folder fails at the start, naming it, not at the first write.
+inline void make_output_folder(const std::string& option, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (!ec && !std::filesystem::is_directory(dir, ec)) ec = std::make_error_code(std::errc::not_a_directory);
+  if (ec) throw std::invalid_argument(option + ": cannot create output folder " + dir + ": " + ec.message());
+}
 
 // A CLI11 check for an input file that must be a regular file (not a FIFO, device or folder, which
 // would block or never end) of at most max_bytes (0: any size).
