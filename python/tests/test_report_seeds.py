@@ -199,7 +199,8 @@ def test_raw_run_replaces_its_digest_and_recovered_digests_are_stated(tmp_path):
              "steps_done": 4, "final_test_accuracy": 0.10, "bytes_per_worker_step": {"payload_all": 1}}
     (digests / "lenet-terngrad-w2-s1.json").write_text(json.dumps(stale))
     recovered = {"digest_version": 1, "name": "lenet-terngrad-w2-s2", "source": "an old report",
-                 "config": {"codec": "terngrad", "clip": "saturate", "c": 2.5, "sim_threads": None},
+                 "config": {"codec": "terngrad", "clip": "saturate", "c": 2.5, "sim_threads": None, "batch": 64,
+                            "optimizer": "momentum", "lr": 0.01, "lr_policy": "inv", "weight_decay": 5e-4, "test_limit": 0},
                  "steps_done": 4, "final_test_accuracy": 0.75, "bytes_per_worker_step": {"uplink": 1000, "downlink": 1000},
                  "wall_s": None, "curve": None}
     (digests / "lenet-terngrad-w2-s2.json").write_text(json.dumps(recovered))
@@ -213,16 +214,45 @@ def test_raw_run_replaces_its_digest_and_recovered_digests_are_stated(tmp_path):
     assert (out / "lenet_seeds.png").read_bytes()[:8] == PNG_MAGIC
 
 
+GOOD = ('{"digest_version": 1, "name": "lenet-float-w2-s1", "config": {"codec": "float", "batch": 64, "optimizer": "sgd",'
+        ' "lr": 0.1, "lr_policy": "fixed", "weight_decay": 0, "test_limit": 0}, "steps_done": 1, "final_test_accuracy": 0.5,'
+        ' "bytes_per_worker_step": {"uplink": 1}, "up": 1}')  # a digest the renderer takes; "up": 1 marks a free slot
+
+
+def test_a_raw_run_with_a_nan_accuracy_is_named_and_leaves_no_digest(tmp_path, capsys):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    write_run(runs, "lenet-float-w2-s1", float("nan"), codec="float")
+    assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "lenet-float-w2-s1/run.json: final_test_accuracy nan is not a number in [0, 1]" in err and err.count("\n") == 1
+    assert not (out / "seeds-digest" / "lenet-float-w2-s1.json").exists()
+
+
+def test_the_good_digest_renders(tmp_path):
+    (tmp_path / "out" / "seeds-digest").mkdir(parents=True)
+    (tmp_path / "out" / "seeds-digest" / "lenet-float-w2-s1.json").write_text(GOOD)
+    assert cli.main(["seeds", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
+
+
 @pytest.mark.parametrize("bad, says", [
     ("[1, 2]", "a digest is a JSON object"),
     ('{"digest_version": 7}', "digest version 7"),
     ('{"digest_version": 1, "name": "lenet-float-w2-s1"}', "without 'config'"),
     ('{"digest_version": 1, "name": "lenet-float-w2-s2", "config": {}, "steps_done": 1, "final_test_accuracy": 0.5,'
      ' "bytes_per_worker_step": {}}', "is not the file's name"),
-    ('{"digest_version": 1, "name": "lenet-float-w2-s1", "config": {}, "steps_done": 1, "final_test_accuracy": 0.5,'
-     ' "bytes_per_worker_step": {}, "time_s": {"wall": "ten"}}', "time_s is not an object of seconds"),
-    ('{"digest_version": 1, "name": "lenet-float-w2-s1", "config": {}, "steps_done": 1, "final_test_accuracy": 0.5,'
-     ' "bytes_per_worker_step": {}, "time_s": {"wall": -1}}', "time_s is not an object of seconds"),
+    (GOOD.replace('"up": 1', '"time_s": {"wall": "ten"}'), "time_s is not an object of seconds"),
+    (GOOD.replace('"up": 1', '"time_s": {"wall": -1}'), "time_s is not an object of seconds"),
+    (GOOD.replace('"final_test_accuracy": 0.5', '"final_test_accuracy": NaN'), "final_test_accuracy nan is not a number in [0, 1]"),
+    (GOOD.replace('"final_test_accuracy": 0.5', '"final_test_accuracy": "0.5"'), "final_test_accuracy '0.5' is not a number"),
+    (GOOD.replace('"final_test_accuracy": 0.5', '"final_test_accuracy": 91.2'), "final_test_accuracy 91.2 is not a number in [0, 1]"),
+    (GOOD.replace('"steps_done": 1', '"steps_done": 1.5'), "steps_done 1.5 is not a whole number"),
+    (GOOD.replace('"config": {', '"config": [{').replace('"test_limit": 0}', '"test_limit": 0}]'), "config is not an object"),
+    (GOOD.replace('"batch": 64, ', ''), "config lacks 'batch'"),
+    (GOOD.replace('"codec": "float"', '"codec": "terngrad", "clip": "saturate"'), "config lacks 'c'"),
+    (GOOD.replace('{"uplink": 1}', '{}'), "bytes_per_worker_step is not an object of byte counts"),
+    (GOOD.replace('{"uplink": 1}', '{"uplink": "many"}'), "bytes_per_worker_step is not an object of byte counts"),
+    (GOOD.replace('"up": 1', '"wall_s": -3'), "wall_s -3 is not a number of seconds"),
+    (GOOD.replace('"up": 1', '"curve": [[1, 0.5, 2]]'), "curve is not a list of [step, accuracy, bytes, seconds]"),
 ])
 def test_a_malformed_digest_is_one_line_and_exit_2(tmp_path, capsys, bad, says):
     runs, out = tmp_path / "runs", tmp_path / "out"

@@ -170,10 +170,46 @@ def check_digest(d, path):
             raise InputError(f"{path}: digest without '{k}'")
     if not isinstance(d["name"], str) or not RUN_NAME.match(d["name"]) or path.stem != d["name"]:
         raise InputError(f"{path}: digest name {d['name']!r} is not the file's name <net>-<arm>-w<workers>-s<seed>")
+    return d
+
+
+# the run settings the report states (its "Settings" and "Arms" lines)
+CONFIG_KEYS = ("codec", "batch", "optimizer", "lr", "lr_policy", "weight_decay", "test_limit")
+
+
+def is_number(v, least=0.0, most=math.inf):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and least <= v <= most
+
+
+def check_values(d, where):
+    """d (a digest, or one made from a raw run) if the values the report computes with are of the right kind, else
+    InputError naming the first that is not: a run's accuracy NaN or a string would otherwise become a NaN mean or
+    a traceback."""
+    if not is_number(d["final_test_accuracy"], 0.0, 1.0):
+        raise InputError(f"{where}: final_test_accuracy {d['final_test_accuracy']!r} is not a number in [0, 1]")
+    if not isinstance(d["steps_done"], int) or isinstance(d["steps_done"], bool) or d["steps_done"] < 0:
+        raise InputError(f"{where}: steps_done {d['steps_done']!r} is not a whole number >= 0")
+    if not isinstance(d["config"], dict):
+        raise InputError(f"{where}: config is not an object")
+    c = d["config"]
+    needed = CONFIG_KEYS + (("c",) if c.get("codec") == "terngrad" and c.get("clip") not in (None, "none") else ())
+    lacking = [k for k in needed if k not in c]
+    if lacking:
+        raise InputError(f"{where}: config lacks " + ", ".join(repr(k) for k in lacking))
+    b = d["bytes_per_worker_step"]
+    if not isinstance(b, dict) or not all(is_number(v) for v in b.values()) or not (
+            "uplink" in b or "payload_all" in b):
+        raise InputError(f"{where}: bytes_per_worker_step is not an object of byte counts with uplink or payload_all")
     t = d.get("time_s")
-    if t is not None and (not isinstance(t, dict) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 for v in t.values())):
-        raise InputError(f"{path}: digest's time_s is not an object of seconds (finite numbers >= 0)")
+    if t is not None and (not isinstance(t, dict) or not all(is_number(v) for v in t.values())):
+        raise InputError(f"{where}: time_s is not an object of seconds (finite numbers >= 0)")
+    if d.get("wall_s") is not None and not is_number(d["wall_s"]):
+        raise InputError(f"{where}: wall_s {d['wall_s']!r} is not a number of seconds >= 0")
+    c = d.get("curve")
+    if c is not None and (not isinstance(c, list) or not all(
+            isinstance(p, list) and len(p) == 4 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in p)
+            for p in c)):
+        raise InputError(f"{where}: curve is not a list of [step, accuracy, bytes, seconds]")
     return d
 
 
@@ -181,10 +217,11 @@ def load_runs(runs_dir, digest_dir=None):
     """{(net, workers, arm): {seed: digest}} of every finished run: the digests in digest_dir, then every raw
     run in runs_dir (a folder with .complete and run.json), whose digest replaces one of the same name and is
     written to digest_dir."""
-    found = {}
+    found, paths = {}, {}
     if digest_dir is not None and digest_dir.is_dir():
         for f in sorted(digest_dir.glob("*.json")):
             found[f.stem] = check_digest(read_json(f), f)
+            paths[f.stem] = f
     if runs_dir.is_dir():
         loads, pauses, cpus, end_loads, sources = run_logs(runs_dir)
         for d in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
@@ -195,9 +232,13 @@ def load_runs(runs_dir, digest_dir=None):
                 continue
             found[d.name] = digest(run, d.name, loads.get(d.name), pauses.get(d.name), cpus.get(d.name),
                                    end_loads.get(d.name), sources.get(d.name))
+            paths[d.name] = d / "run.json"
+            check_values(found[d.name], paths[d.name])  # before its digest is written
             if digest_dir is not None:
                 digest_dir.mkdir(parents=True, exist_ok=True)
                 write_output(digest_dir / f"{d.name}.json", json.dumps(found[d.name], indent=1, sort_keys=True) + "\n")
+    for name, run in found.items():  # the digests no raw run replaced
+        check_values(run, paths[name])
     groups = {}
     for name, run in found.items():
         m = RUN_NAME.match(name)
