@@ -176,14 +176,7 @@ void avx2_chunk_totals(const float* g, std::size_t n, std::size_t c0, std::size_
     double lane[kReduceLanes];
     _mm256_storeu_pd(lane, acc0);
     _mm256_storeu_pd(lane + 4, acc1);
-    for (; k < end; ++k) {
-      double x = static_cast<double>(g[k]);
-      if (square) {
-        double d = x - mean;
-        x = d * d;
-      }
-      lane[(k - start) % kReduceLanes] += x;
-    }
+    add_to_lanes(g, start, k, end, square, mean, lane);
     totals[c - c0] = combine_lanes(lane);
   }
 }
@@ -439,13 +432,7 @@ float avx2_chunk_stats(const float* g, std::size_t n, std::size_t c0, std::size_
       tail_max = std::max(tail_max, max_abs_scalar(g, i, end, &bad_at));
       if (bad_at != kNoBadIndex) bad = _mm256_set1_epi32(-1);
     }
-    for (; i < end; ++i) {
-      double x = static_cast<double>(g[i]);
-      lane[(i - start) % kReduceLanes] += x;
-      double d = x - k;
-      s1 += d;
-      s2 += d * d;
-    }
+    add_to_fused(g, start, i, end, k, lane, &s1, &s2);
     t1[c - c0] = combine_lanes(lane);
     q1[c - c0] = s1;
     q2[c - c0] = s2;

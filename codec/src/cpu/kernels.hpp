@@ -256,6 +256,33 @@ static inline void recheck_2bit_scalar(std::uint8_t* body, std::size_t base, con
     if (!keep(cand_a[c], rule, cand_u[c])) clear_code_2bit(body, base + cand_pos[c]);
 }
 
+// The scalar steps of the canonical chunk sums (tg/reduce.hpp): elements [from, to) of the chunk that starts at
+// start, each added to lane (i - start) % kReduceLanes; with square, (x - mean)^2 in place of x.
+static inline void add_to_lanes(const float* g, std::size_t start, std::size_t from, std::size_t to, bool square,
+                                double mean, double* lane) {
+  for (std::size_t i = from; i < to; ++i) {
+    double x = static_cast<double>(g[i]);
+    if (square) {
+      double d = x - mean;
+      x = d * d;
+    }
+    lane[(i - start) % kReduceLanes] += x;
+  }
+}
+
+// The scalar steps of the fused statistics pass: the lane sums of x as add_to_lanes, and the sums of d = x - shift
+// and of d^2, in element order.
+static inline void add_to_fused(const float* g, std::size_t start, std::size_t from, std::size_t to, double shift,
+                                double* lane, double* s1, double* s2) {
+  for (std::size_t i = from; i < to; ++i) {
+    double x = static_cast<double>(g[i]);
+    lane[(i - start) % kReduceLanes] += x;
+    double d = x - shift;
+    *s1 += d;
+    *s2 += d * d;
+  }
+}
+
 // Clipping statistics one element at a time (see Kernels::chunk_stats).
 static inline float chunk_stats_scalar(const float* g, std::size_t n, std::size_t c0, std::size_t c1, float shift,
                                        double* t1, double* q1, double* q2, std::size_t* first_bad) {
@@ -267,13 +294,7 @@ static inline float chunk_stats_scalar(const float* g, std::size_t n, std::size_
     std::size_t start = c * kReduceChunk, stop = std::min<std::size_t>(n, start + kReduceChunk);
     double lane[kReduceLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
     double s1 = 0.0, s2 = 0.0;
-    for (std::size_t i = start; i < stop; ++i) {
-      double x = static_cast<double>(g[i]);
-      lane[(i - start) % kReduceLanes] += x;
-      double d = x - k;
-      s1 += d;
-      s2 += d * d;
-    }
+    add_to_fused(g, start, start, stop, k, lane, &s1, &s2);
     t1[c - c0] = combine_lanes(lane);
     q1[c - c0] = s1;
     q2[c - c0] = s2;

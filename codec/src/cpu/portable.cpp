@@ -16,14 +16,7 @@ void portable_chunk_totals(const float* g, std::size_t n, std::size_t c0, std::s
   for (std::size_t c = c0; c < c1; ++c) {
     std::size_t start = c * kReduceChunk, end = std::min<std::size_t>(n, start + kReduceChunk);
     double lane[kReduceLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (std::size_t k = start; k < end; ++k) {
-      double x = static_cast<double>(g[k]);
-      if (square) {
-        double d = x - mean;
-        x = d * d;
-      }
-      lane[(k - start) % kReduceLanes] += x;
-    }
+    add_to_lanes(g, start, start, end, square, mean, lane);
     totals[c - c0] = combine_lanes(lane);
   }
 }
