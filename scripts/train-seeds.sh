@@ -16,7 +16,9 @@
 #          overnight subset. On the AMD EPYC VM (2 cores, two threads, quiet, source 3c925f2): LeNet with
 #          4 workers took 394 s (float), 394-423 (TernGrad arms), 609 (QSGD) and 571 (EF-SignSGD) per run;
 #          from source f9192ed on the evaluations use both threads and QSGD's and EF-SignSGD's codecs are
-#          2-4x faster (experiments/train/README.md), with the same bits.
+#          2-4x faster (experiments/train/README.md), with the same bits. CifarNet, same VM, quiet, source
+#          2b7bb94: 424-429 s per run at 2 workers (TernGrad arms), 366 s at 4 (reports/train/seeds.md, the
+#          time-split table), so the 60 CifarNet runs take about 6.5 hours.
 #   smoke  the same pipeline in about a minute (LeNet 60 steps, 2 seeds, 1000 test images): what CI runs;
 #          its runs and report go under build/smoke/, never over the committed report.
 #
