@@ -46,7 +46,8 @@ for t in "${targets[@]}"; do
   log=$build/logs/$t.log
   set +e
   # -malloc_limit_mb: a single allocation above 256 MiB is reported as a crash (allocation storm);
-  # inputs up to 4 KiB, 10 s per input at most.
+  # inputs up to 4 KiB, 10 s per input at most. FUZZ_ARGS is a list of extra options, split into words.
+  # shellcheck disable=SC2086
   "$build/fuzz/$t" "$work" "$seeds" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
     -malloc_limit_mb=256 -artifact_prefix="$artifacts/" -print_final_stats=1 ${FUZZ_ARGS:-} >"$log" 2>&1
   rc=$?

@@ -6,7 +6,7 @@
 # --prebuilt DIR: run the programs that scripts/gpu-bundle.sh built on the development machine (the GPU
 # machine's image lacks this project's Debian packages, so building there fails); carry DIR with the run.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 prebuilt=""
 if [ "${1:-}" = "--prebuilt" ]; then
   prebuilt=${2:?--prebuilt needs a folder (made by scripts/gpu-bundle.sh)}
@@ -31,7 +31,7 @@ if [ -n "$prebuilt" ]; then
   for f in tg_cuda_tests tg_cuda_tiles_tests tg_cuda_bench; do
     [ -x "$prebuilt/$f" ] || { echo "gpu-check: FAIL: $prebuilt/$f missing (run scripts/gpu-bundle.sh, carry $prebuilt)"; exit 2; }
   done
-  cat "$prebuilt/MANIFEST.txt" 2>/dev/null | tee -a "$out/machine.txt"  # at most 8 files come back
+  tee -a "$out/machine.txt" 2>/dev/null < "$prebuilt/MANIFEST.txt"  # at most 8 files come back
   if ldd "$prebuilt"/tg_* 2>&1 | grep -q "not found"; then
     ldd "$prebuilt"/tg_* 2>&1 | grep "not found"
     echo "gpu-check: FAIL: a prebuilt program misses a shared library here"; exit 2
@@ -73,6 +73,8 @@ fi
 record "GPU tests" "$rc"
 
 # compute-sanitizer memcheck on the small case (the toolkit's copy, wherever this machine keeps it).
+# (ls on glob patterns of fixed folder names: the first that exists)
+# shellcheck disable=SC2012
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer \
   /usr/local/cuda*/compute-sanitizer/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -1)
 if [ -n "$sanitizer" ]; then
