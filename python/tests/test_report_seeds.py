@@ -347,3 +347,20 @@ def test_change_of_the_gap_with_the_worker_count_is_paired_by_seed(tmp_path):
     md = (out / "seeds.md").read_text()
     # changes 1, 2, 1: mean 1.333, sd 0.5774, half-width 4.303 * 0.5774 / sqrt(3) = 1.434
     assert "| terngrad | 2 -> 4 | 3 | 1.33 +- 1.43 | interval includes 0 |" in md
+
+
+def test_the_committed_report_is_what_the_committed_digests_render(tmp_path):
+    # reports/train/seeds.md must be the renderer's output from reports/train/seeds-digest alone (no raw runs): a
+    # fresh clone regenerates it exactly, and a renderer change that was not rendered into the report is caught
+    import pathlib
+    import shutil
+    root = pathlib.Path(__file__).resolve().parents[2]
+    digests, report = root / "reports" / "train" / "seeds-digest", root / "reports" / "train" / "seeds.md"
+    if not digests.is_dir() or not report.is_file():
+        pytest.skip("no committed study in this checkout")
+    out = tmp_path / "out"
+    shutil.copytree(digests, out / seeds.DIGESTS)
+    assert cli.main(["seeds", "--runs", str(tmp_path / "no-raw-runs"), "--out", str(out)]) == 0
+    assert (out / "seeds.md").read_text() == report.read_text(), (
+        "reports/train/seeds.md differs from what its digests render: render it again "
+        "(python -m terngrad.report seeds) and commit it")
