@@ -455,7 +455,10 @@ def render(runs_dir, out_dir):
     w("    bash scripts/train-seeds.sh build/<dir>/apps/terngrad full    # NETS=lenet for LeNet alone")
     w("    PYTHONPATH=build/<dir>/python/package build/venv/bin/python -m terngrad.report seeds")
     w("    git add reports/train/seeds.md reports/train/*_seeds.png reports/train/%s    # the digests\n" % DIGESTS)
-    w("The script's header states the budget on the project's 2-core machine; `smoke` is the minute-long form CI runs.\n")
+    w("The script's header states the budget on the project's 2-core machine (CifarNet: about 7 minutes per run);"
+      " `smoke` is the minute-long form CI runs, under build/smoke/. The report needs only the committed digests: a"
+      " fresh clone renders this file again from them, and `KEEP_DIGESTED=1` makes the script skip the runs they"
+      " hold, so a study continued on another machine runs only what is missing.\n")
     path = out_dir / "seeds.md"
     write_output(path, "\n".join(out) + "\n")
     return path
