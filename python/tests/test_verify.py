@@ -45,20 +45,21 @@ def test_reference_draws_pass_with_the_stated_budget():
     s, trits = tg.ternarize_steps(g, 256, seed=3)
     r = tv.check_samples(g, trits, np.full(256, s, np.float32))
     assert r.passed, r.table()
-    # 4096 elements x 256 draws: blocks of 8 (offsets 0 and 4) and of 64, lags 64 and 512
-    assert r.impl == "samples" and r.decisions == 8
+    # 4096 elements x 256 draws: blocks of 8 (offsets 0 and 4) and of 64, lags 64, 512 and d/2
+    assert r.impl == "samples" and r.decisions == 9
     assert math.isclose(r.alpha_each * r.decisions, 1e-6)
     assert [row.id for row in r.rows] == [
         "structure/samples", "unbiased/samples", "unbiased-pooled/samples", "variance/samples",
         "independence/samples/blocks of 8", "independence/samples/blocks of 8 at +4",
-        "independence/samples/blocks of 64", "independence/samples/lag 64", "independence/samples/lag 512"]
+        "independence/samples/blocks of 64", "independence/samples/lag 64", "independence/samples/lag 512",
+        "independence/samples/lag d/2"]
     assert r.rows[0].kind == "exact" and all(row.kind == "stat" for row in r.rows[1:])
-    assert all(math.isclose(row.alpha, 1e-6 / 8) for row in r.rows[1:])
+    assert all(math.isclose(row.alpha, 1e-6 / 9) for row in r.rows[1:])
     assert all(0 <= row.p for row in r.rows[1:])
     assert all(math.isfinite(row.z) for row in r.rows[2:])  # the Bernstein rows are standardized
     assert "samples given by the caller" in r.table()
     doc = json.loads(r.to_json())
-    assert doc["pass"] is True and doc["runs"][0]["decisions"] == 8
+    assert doc["pass"] is True and doc["runs"][0]["decisions"] == 9
     no_ind = tv.check_samples(g, trits, np.full(256, s, np.float32), independence=False, alpha=1e-3)
     assert no_ind.decisions == 3 and math.isclose(no_ind.alpha_each, 1e-3 / 3)
 

@@ -210,6 +210,9 @@ Result run_battery(Sampler& sampler, const Options& options) {
       j.grad = gradient(f, GradientVariant::plain);
       j.params = base;  // clipping off, or the implementation's only mode
       j.steps = P.steps;
+      j.structure = on("structure");
+      j.unbiased = on("unbiased");
+      j.variance = on("variance");
       j.independence = on("independence") && among(f, {"gaussian", "laplace", "lenet"});
       j.p_bins = on("unbiased") && f == "pladder";  // its bins hold fixed shares of the elements (families.hpp)
       jobs.push_back(std::move(j));
@@ -251,7 +254,7 @@ Result run_battery(Sampler& sampler, const Options& options) {
     auto ids = plan_job(j);
     plan.insert(plan.end(), ids.begin(), ids.end());
   }
-  if (main_jobs) plan.push_back(row_id("unbiased-pooled", "all families"));
+  if (main_jobs && on("unbiased")) plan.push_back(row_id("unbiased-pooled", "all families"));
   const Gradient streams_grad = gradient("gaussian", GradientVariant::streams);
   if (on("streams"))
     for (auto& id : plan_streams(streams_grad.family)) plan.push_back(id);
@@ -279,7 +282,7 @@ Result run_battery(Sampler& sampler, const Options& options) {
     }
     if (i >= main_jobs && i < clip_end) clipping_info(c, jobs[i].grad, jobs[i].params);
   }
-  if (main_jobs)
+  if (main_jobs && on("unbiased"))
     res.rows.push_back(pooled_bias_row(c, "unbiased-pooled", "all families", pool_S, pool_V, pool_N,
                                        "the pooled statistic summed over every family; each family draws from its own "
                                        "stream seed, so the sums are independent and their variances add"));

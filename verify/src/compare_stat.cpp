@@ -5,7 +5,8 @@
 // steps N..2N-1 of the same key, so the two samples are independent even when both follow the spec's
 // stream. Then:
 //   * scalars and signs (deterministic): every draw's scalar must equal A's first one (none: exactly;
-//     clip/saturate: within kClipBoundUlps float32 ulps, the battery's tolerance for a float32 sigma),
+//     clip/saturate: A's within kClipBoundUlps float32 ulps, the battery's tolerance for a float32 sigma,
+//     B's within twice that, since each of A and B may lie kClipBoundUlps from the spec's),
 //     and every kept element must carry the sign of g and sit where g != 0;
 //   Conditioning on K_k = K_Ak + K_Bk (coordinate k kept K_k times in the 2N draws), K_Ak is
 //   hypergeometric (2N, N, K_k) when A and B keep k with the same probability, whatever it is, and the
@@ -16,7 +17,8 @@
 //     E||g~||^2 = s^2 E[kept], so this is also the comparison of the variances s||x||_1 - ||x||_2^2;
 //   * per-coordinate keep rates: T = sum_k D_k^2 / Var D_k. Each term has mean 1 and a variance computed
 //     exactly from the hypergeometric law of its K_k; T is referred to a scaled chi-squared with the same
-//     mean and variance (Satterthwaite), one-sided (differences only increase T).
+//     mean and variance (Satterthwaite), one-sided (differences only increase T). Coordinates with K_k = 1
+//     or 2N - 1 are left out of T: their term is 1 with no variance.
 // alpha_total is split equally over the 2 decisions of every case.
 #include <boost/math/distributions/chi_squared.hpp>
 #include <nlohmann/json.hpp>
@@ -81,16 +83,16 @@ const HypergeometricTable& hypergeometric_table(std::uint32_t n) {
   return table;
 }
 
-// Deterministic part: scalars constant and within tolerance of `ref`, signs and zeros right.
-std::string structure(const Draws& d, std::span<const float> g, float ref, bool exact, const char* who) {
+// Deterministic part: scalars within `allowed` float32 ulps of `ref` (0: equal), signs and zeros right.
+std::string structure(const Draws& d, std::span<const float> g, float ref, std::uint64_t allowed, const char* who) {
   if (!d.defect.empty()) return std::string(who) + ": output not of the form {-s, 0, +s}: " + d.defect;
   for (std::uint32_t j = 0; j < d.steps; ++j) {
     float s = d.scalars[j];
     std::uint64_t ulps = ulp_distance(s, ref);
-    if (exact ? s != ref : ulps > kClipBoundUlps)
-      return strf("%s: draw %u has scalar %.9g, %s %.9g (%llu ulps; allowed %s)", who, j, static_cast<double>(s),
-                  j == 0 ? "the other implementation's is" : "its first draw's is", static_cast<double>(ref),
-                  static_cast<unsigned long long>(ulps), exact ? "0 without clipping" : "16 with clipping");
+    if (allowed == 0 ? s != ref : ulps > allowed)
+      return strf("%s: draw %u has scalar %.9g, %s %.9g (%llu ulps; allowed %llu)", who, j, static_cast<double>(s),
+                  who[0] == 'B' ? "the other implementation's is" : "its first draw's is", static_cast<double>(ref),
+                  static_cast<unsigned long long>(ulps), static_cast<unsigned long long>(allowed));
     auto row = d.row(j);
     for (std::size_t k = 0; k < g.size(); ++k) {
       int t = row[k];
@@ -151,9 +153,11 @@ StatCompareResult compare_statistically(Sampler& a, Sampler& b, const StatCompar
         Draws db = b.draw({g, params, kb, o.draws, std::nullopt});
         k.scalar_a = da.scalars.empty() ? 0.0f : da.scalars[0];
         k.scalar_b = db.scalars.empty() ? 0.0f : db.scalars[0];
+        // Without clipping every scalar is exact. Under clipping each implementation's may lie
+        // kClipBoundUlps from the spec's (a float32 sigma), so A's and B's up to twice that from each other.
         const bool exact = mode == ClipMode::none;
-        k.difference = structure(da, g, k.scalar_a, exact, "A");
-        if (k.difference.empty()) k.difference = structure(db, g, k.scalar_a, exact, "B");
+        k.difference = structure(da, g, k.scalar_a, exact ? 0 : kClipBoundUlps, "A");
+        if (k.difference.empty()) k.difference = structure(db, g, k.scalar_a, exact ? 0 : 2 * kClipBoundUlps, "B");
         // Counts per coordinate, whatever the structure verdict (reported either way).
         std::vector<std::uint32_t> ca(g.size(), 0), cb(g.size(), 0);
         for (std::uint32_t j = 0; j < o.draws; ++j) {
@@ -170,6 +174,10 @@ StatCompareResult compare_statistically(Sampler& a, Sampler& b, const StatCompar
           const double diff = static_cast<double>(ca[e]) - static_cast<double>(cb[e]);
           dsum += diff;
           dvar += h.var_d[kk];
+          // K = 1 or 2N - 1: D = +-1, so D^2 / Var D = 1 whatever A and B do. A constant term adds to T's
+          // mean and not its variance, which would make the scaled chi-squared too thin in its upper tail
+          // (up to 2.4x the stated alpha on small layers); it carries nothing for this test.
+          if (kk == 1 || kk == 2 * o.draws - 1) continue;
           t += diff * diff / h.var_d[kk];
           v += h.var_w[kk];
           ++k.coordinates;

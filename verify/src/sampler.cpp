@@ -253,6 +253,18 @@ class AntitheticMutant : public MutantCodec {
       if ((i / 64) % 2 == 1) u[i] = 0xffffffffu - u[i - 64];  // i - 64 lies in an even run: its own uniform
   }
 };
+// 17. antithetic variates across the halves: element i + h takes the complement of element i's uniform,
+// h = floor(d/2). Every marginal is uniform; the masks at distance d/2 are negatively correlated, and
+// on the p = 1/2 probe the second half's mask bits are the complement of the first half's.
+class AntitheticHalfMutant : public MutantCodec {
+ public:
+  AntitheticHalfMutant() : MutantCodec("antithetic-half") {}
+  void uniforms(const StreamKey& key, std::span<std::uint32_t> u) const override {
+    MutantCodec::uniforms(key, u);
+    const std::size_t h = u.size() / 2;
+    for (std::size_t i = h; i < 2 * h; ++i) u[i] = 0xffffffffu - u[i - h];
+  }
+};
 // 15. the keep probability rounded to a multiple of 1/1024: p < 1/2048 is never kept (biased
 // towards zero for small entries, unbiased for p on the grid).
 class PGrid1024Mutant : public MutantCodec {
@@ -406,6 +418,7 @@ const std::vector<MutantInfo>& mutant_list() {
       {"antithetic", "odd runs of 64 elements use 1 - u of the run before (negative lag-64 correlation)"},
       {"p-grid-1024", "keep probability rounded to a multiple of 1/1024: p < 1/2048 never kept"},
       {"f32-sigma-naive", "clip sigma from float32 running sums: 0 on 1e-30 data, inf on 1e30 data"},
+      {"antithetic-half", "element i + floor(d/2) uses 1 - u of element i (negative correlation at lag d/2)"},
   };
   return list;
 }
@@ -434,6 +447,7 @@ std::shared_ptr<const Codec> make_mutant_codec(const std::string& name) {
   if (name == "antithetic") return std::make_shared<AntitheticMutant>();
   if (name == "p-grid-1024") return std::make_shared<PGrid1024Mutant>();
   if (name == "f32-sigma-naive") return std::make_shared<F32SigmaNaiveMutant>();
+  if (name == "antithetic-half") return std::make_shared<AntitheticHalfMutant>();
   std::string known;
   for (const auto& m : mutant_list()) known += (known.empty() ? "" : ", ") + std::string(m.name);
   throw Error(ErrorCode::invalid_argument, "unknown mutant '" + name + "' (known: " + known + ")");

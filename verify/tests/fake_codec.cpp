@@ -43,9 +43,11 @@ int handle(const std::vector<std::string>& args) {
     else if (k == "--scalar") scalar = std::stod(v);
   }
   // A codec without clipping or a shared scalar (it ignores --clip and --scalar), and one that always
-  // clips (GRACE's TernGrad does) and takes no shared scalar: both correct within what they implement.
+  // clips (GRACE's TernGrad does) and takes no shared scalar: both correct within what they implement;
+  // clip-shared always clips and takes a shared scalar (each worker still clamps at its own bound).
   if (mode == "plain") clip = "none", scalar = -1;
   if (mode == "clip-only") clip = "clip", scalar = -1;
+  if (mode == "clip-shared") clip = "clip";  // always clips, and takes a shared scalar
   if (mode == "fail") {
     std::fprintf(stderr, "fake codec: deliberate failure\n");
     return 3;

@@ -77,7 +77,7 @@ TEST(Mutants, ListsAndFactoriesAgree) {
     EXPECT_EQ(make_sampler(std::string("mutant:") + m.name, {})->name(), std::string("mutant:") + m.name);
     EXPECT_GT(std::strlen(m.description), 10u) << m.name;
   }
-  EXPECT_EQ(mutant_list().size(), 16u);
+  EXPECT_EQ(mutant_list().size(), 17u);
   for (const auto& v : variant_list()) {
     EXPECT_TRUE(names.insert(v.name).second) << v.name;  // a name is a mutant or a variant, never both
     EXPECT_EQ(make_variant_codec(v.name)->name(), std::string("variant:") + v.name);
@@ -160,6 +160,21 @@ TEST(Mutants, HalfShareReusesTheFirstHalf) {
   for (std::size_t i = h + 1; i < g.size(); ++i) ASSERT_EQ(mt[i], mt[i - h]) << i;
   EXPECT_LT(agreeing(rt.subspan(h + 1), rt.subspan(1, g.size() - h - 1)), (g.size() - h - 1) * 6 / 10);
   EXPECT_TRUE(std::equal(mt.begin(), mt.begin() + h, rt.begin()));
+}
+
+TEST(Mutants, AntitheticHalfComplementsTheFirstHalf) {
+  // d = 4097: h = 2048; at p = 1/2 element i + h keeps exactly when element i does not (as above);
+  // the last element (i = 2h) draws its own uniform.
+  std::vector<float> g = half_probe(4097);
+  const std::size_t h = 2048;
+  for (std::uint32_t step = 0; step < 3; ++step) {
+    Draws m = draw("mutant:antithetic-half", g, step), r = draw("reference", g, step);
+    std::span<const std::int8_t> mt = m.row(0), rt = r.row(0);
+    EXPECT_TRUE(std::equal(mt.begin(), mt.begin() + h, rt.begin()));
+    for (std::size_t i = 1; i < h; ++i) ASSERT_NE(mt[i + h] != 0, mt[i] != 0) << i;  // element 0 is always kept
+    EXPECT_EQ(mt[2 * h], rt[2 * h]);
+    EXPECT_LT(agreeing(rt.subspan(h + 1, h - 1), rt.subspan(1, h - 1)), (h - 1) * 6 / 10);
+  }
 }
 
 TEST(Mutants, AntitheticComplementsTheRunBefore) {

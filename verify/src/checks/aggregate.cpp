@@ -1,6 +1,8 @@
 // terngrad-bench: the aggregate check: N workers ternarize their own gradients with one shared scalar
 // s = max_w s_w; the mean of their outputs is unbiased with variance (1/N^2) sum_w (s ||g_w||_1 -
 // ||g_w||_2^2), and tg::aggregate of their payloads is the exact integer sum (docs/statistics.md).
+// Under clipping each worker first clamps its g_w at its own bound c sigma_w (as encode_with_scalar
+// does), so g_w reads as the clamped gradient throughout.
 #include <algorithm>
 
 #include "checks/common.hpp"
@@ -20,7 +22,7 @@ void run_aggregate(Ctx& c, std::size_t d) {
   const Codec& ref = reference_codec();
   const Params params = base_params(c.opt);
   std::vector<std::vector<float>> g(N);
-  std::vector<float> own(N);
+  std::vector<float> own(N), bound(N);
   for (std::uint32_t w = 0; w < N; ++w) {
     g[w] = make_gradient("gaussian", d,
                          derive_seed(c.opt.seed, KeyPurpose::gradient,
@@ -28,16 +30,18 @@ void run_aggregate(Ctx& c, std::size_t d) {
     float scale = 0.5f + static_cast<float>(w % 4) * 0.5f;  // workers differ: 0.5, 1, 1.5, 2
     for (auto& x : g[w]) x *= scale;
     own[w] = tensor_scalar(ref, g[w], params, 0);
+    bound[w] = clip_bound(ref, g[w], params);  // +inf without clipping
   }
   float s = shared_scalar(own);
-  ScalarRule rule = make_rule(s, s);
   std::vector<double> p(static_cast<std::size_t>(N) * d);
   std::vector<std::int8_t> sgn(p.size());
   double Vpool = 0.0, Vvar = 0.0, Evar = 0.0, identity = 0.0;
   for (std::uint32_t w = 0; w < N; ++w) {
+    // Each worker clamps at its own clip bound (encode_with_scalar): E[s t_k] = sign(g) min(|g|, cap_w).
+    const ScalarRule rule = make_rule(s, bound[w]);
     double l1 = 0, l2 = 0;
     for (std::size_t k = 0; k < d; ++k) {
-      float a = std::fabs(g[w][k]);
+      float a = std::min(std::fabs(g[w][k]), rule.cap);
       p[w * d + k] = keep_probability(a, rule.scale);
       sgn[w * d + k] = static_cast<std::int8_t>(g[w][k] > 0 ? 1 : (g[w][k] < 0 ? -1 : 0));
       Vpool += p[w * d + k] * (1 - p[w * d + k]);
@@ -117,7 +121,10 @@ void run_aggregate(Ctx& c, std::size_t d) {
   c.rows.push_back(st);
   c.rows.push_back(pooled_bias_row(c, "aggregate.unbiased-pooled", st.family, Spool, Vpool,
                                     static_cast<double>(n) * d * N,
-                                    "E[mean of the workers' g~] = mean of the g_w with the shared scalar s = max_w s_w"));
+                                    params.clip == ClipMode::none
+                                        ? "E[mean of the workers' g~] = mean of the g_w with the shared scalar s = max_w s_w"
+                                        : "E[mean of the workers' g~] = mean of the g_w clamped at each worker's own clip "
+                                          "bound, with the shared scalar s = max_w s_w"));
   {
     Row r = stat_row(c, "aggregate.variance", st.family);
     auto o = bernstein_decide(Svar, Vvar, static_cast<double>(N) * N, c.alpha, c.opt.profile.beta);

@@ -109,6 +109,9 @@ struct JobSpec {
   Gradient grad;
   Params params;
   bool global_scalar = false;
+  // Which rows of the job are reported (--skip): the job computes everything, since the variance
+  // sums feed layerwise.ratio and the pooled sums the all-families row.
+  bool structure = true, unbiased = true, variance = true;
   bool independence = false;
   bool p_bins = false;
   std::uint32_t steps = 0;

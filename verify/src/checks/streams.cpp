@@ -183,44 +183,51 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
     for (std::size_t j = 0; j + 64 <= d; j += 64) aligned.emplace(window_at(streams[s].bits, j), std::make_pair(s, static_cast<std::uint32_t>(j)));
   std::uint64_t repeats = 0, windows = 0;
   std::string first;
-  std::vector<std::tuple<std::uint32_t, std::uint32_t, std::int64_t>> seen;  // (stream, stream, offset difference)
+  // (stream, stream, offset difference, complemented)
+  std::vector<std::tuple<std::uint32_t, std::uint32_t, std::int64_t, int>> seen;
   // A degenerate implementation (masks far from fair coins: long runs of zeros) makes many windows
   // equal; the scan stops after kMaxRepeats findings or kMaxCompares comparisons.
   constexpr std::uint64_t kMaxRepeats = 16, kMaxCompares = 2000000;
   std::uint64_t compares = 0;
   bool stopped = false;
+  // Each window is looked up as it is and complemented: a run of uniforms reused as 1 - u ("antithetic
+  // variates") gives the complemented mask bits on the p = 1/2 probe, at any distance.
   for (std::uint32_t s = 0; s < streams.size() && d >= 64 && !stopped; ++s) {
     const auto& A = streams[s].bits;
     for (std::size_t j = 0; j <= last && !stopped; ++j) {
       ++windows;
-      auto range = aligned.equal_range(window_at(A, j));
-      for (auto it = range.first; it != range.second; ++it) {
-        auto [s2, j2] = it->second;
-        if (s2 == s && j2 == j) continue;
-        if (++compares > kMaxCompares || repeats >= kMaxRepeats) {
-          stopped = true;
-          break;
+      for (int flip = 0; flip < 2 && !stopped; ++flip) {
+        const std::uint64_t key = window_at(A, j) ^ (flip ? ~std::uint64_t{0} : 0);
+        auto range = aligned.equal_range(key);
+        for (auto it = range.first; it != range.second; ++it) {
+          auto [s2, j2] = it->second;
+          if (s2 == s && j2 == j) continue;  // the window itself (never its own complement)
+          if (++compares > kMaxCompares || repeats >= kMaxRepeats) {
+            stopped = true;
+            break;
+          }
+          const auto& B = streams[s2].bits;
+          std::size_t back = 0, fwd = 0;
+          while (back < j && back < j2 && (bit_at(A, j - back - 1) ^ flip) == bit_at(B, j2 - back - 1)) ++back;
+          while (j + 64 + fwd < d && j2 + 64 + fwd < d && (bit_at(A, j + 64 + fwd) ^ flip) == bit_at(B, j2 + 64 + fwd)) ++fwd;
+          const std::size_t run = back + 64 + fwd;
+          if (run < kRun) continue;
+          auto diag = std::make_tuple(std::min(s, s2), std::max(s, s2),
+                                      s <= s2 ? static_cast<std::int64_t>(j) - j2 : static_cast<std::int64_t>(j2) - j, flip);
+          if (std::find(seen.begin(), seen.end(), diag) != seen.end()) continue;
+          seen.push_back(diag);
+          if (repeats++ == 0)
+            first = strf("mask bits %zu..%zu of %s %s bits %zu..%zu of %s (%zu bits)", j - back, j - back + run - 1,
+                         streams[s].name().c_str(), flip ? "are the complement of" : "equal", j2 - back,
+                         j2 - back + run - 1, streams[s2].name().c_str(), run);
         }
-        const auto& B = streams[s2].bits;
-        std::size_t back = 0, fwd = 0;
-        while (back < j && back < j2 && bit_at(A, j - back - 1) == bit_at(B, j2 - back - 1)) ++back;
-        while (j + 64 + fwd < d && j2 + 64 + fwd < d && bit_at(A, j + 64 + fwd) == bit_at(B, j2 + 64 + fwd)) ++fwd;
-        const std::size_t run = back + 64 + fwd;
-        if (run < kRun) continue;
-        auto diag = std::make_tuple(std::min(s, s2), std::max(s, s2),
-                                    s <= s2 ? static_cast<std::int64_t>(j) - j2 : static_cast<std::int64_t>(j2) - j);
-        if (std::find(seen.begin(), seen.end(), diag) != seen.end()) continue;
-        seen.push_back(diag);
-        if (repeats++ == 0)
-          first = strf("mask bits %zu..%zu of %s equal bits %zu..%zu of %s (%zu bits)", j - back, j - back + run - 1,
-                       streams[s].name().c_str(), j2 - back, j2 - back + run - 1, streams[s2].name().c_str(), run);
       }
     }
   }
-  // Under H0 two given places agree on kRun fair bits with probability 2^-kRun; over all pairs of
-  // places the chance of any repeat is at most (streams * d)^2 2^-kRun.
+  // Under H0 two given places agree (or are complements) on kRun fair bits with probability 2^-kRun
+  // each; over all pairs of places the chance of any finding is at most 2 (streams * d)^2 2^-kRun.
   const double places = static_cast<double>(streams.size()) * static_cast<double>(d);
-  const double bound = places * places * std::ldexp(1.0, -static_cast<int>(kRun)) + coin_bound;
+  const double bound = 2.0 * places * places * std::ldexp(1.0, -static_cast<int>(kRun)) + coin_bound;
   Row r = stat_row(c, "collision", "p=1/2 probe");
   if (stopped && repeats == 0) {
     repeats = 1;
@@ -231,7 +238,7 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   r.threshold = strf("0 runs of >= %zu bits", kRun);
   r.p = repeats ? bound : 1.0;
   r.pvalue = repeats ? strf("p <= %.2g", bound) : "p = 1 (no repeat)";
-  r.power = strf("any reuse of >= %zu mask bits", kRun);
+  r.power = strf("any reuse of >= %zu mask bits, as they are or complemented", kRun);
   r.pass = repeats == 0;
   r.detail = repeats ? "streams reused: " + first + (repeats > 1 ? strf(" (and %llu more)", static_cast<unsigned long long>(repeats - 1)) : "")
                      : strf("%zu streams of %zu mask bits (%zu keys: steps 0..3 x workers 0..3 x tensors 0..1, steps "

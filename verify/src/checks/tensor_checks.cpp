@@ -51,6 +51,9 @@ struct SpecLayer {
   ScalarRule rule;                      // spec rule (reference codec, sigma in double)
   std::optional<float> request_scalar;  // shared scalar asked for
   float max_abs = 0.0f;
+  // Under a given (shared) scalar with clipping: the spec's clip bound c sigma of this layer (+inf
+  // otherwise). The codec clamps at its own bound, which may lie kClipBoundUlps below it.
+  float bound = std::numeric_limits<float>::infinity();
   std::size_t off = 0;
 };
 
@@ -79,11 +82,13 @@ Spec make_spec(const JobSpec& job) {
     s.off = off;
     s.max_abs = ref.max_abs(s.layer->g, s.tensor);
     if (job.global_scalar) {
-      s.rule = make_rule(global, clip_bound(ref, s.layer->g, job.params));
+      s.bound = clip_bound(ref, s.layer->g, job.params);
+      s.rule = make_rule(global, s.bound);
       s.request_scalar = global;
       sp.own_scalar = false;
     } else if (i < job.given_scalars.size() && job.given_scalars[i]) {
-      s.rule = make_rule(*job.given_scalars[i], clip_bound(ref, s.layer->g, job.params));
+      s.bound = clip_bound(ref, s.layer->g, job.params);
+      s.rule = make_rule(*job.given_scalars[i], s.bound);
       s.request_scalar = job.given_scalars[i];
       sp.own_scalar = false;
     } else {
@@ -120,9 +125,11 @@ bool random_under_h0(double v) { return v > 0.0; }
 std::string prefix(const JobSpec& j, const char* test) { return j.check.empty() ? std::string(test) : j.check + "." + test; }
 
 // Which independence rows a layer set supports (tensor sizes only).
+// A lag row whose lag is each tensor's half, floor(d/2).
+constexpr std::size_t kHalfLag = 0;
 struct IndepPlan {
   std::vector<std::pair<std::size_t, std::size_t>> blocks;  // (scale, offset)
-  std::vector<std::size_t> lags;
+  std::vector<std::size_t> lags;                            // kHalfLag: each tensor's d/2
 };
 // A block scale is planned only where it can see something: where the Bernstein bound's range term
 // 2 m^2 L0 / 3 (L0 = ln(2e12), i.e. alpha = 1e-12, fixed so the plan does not depend on the number of
@@ -144,10 +151,15 @@ IndepPlan indep_plan(const Gradient& G, std::uint32_t n) {
   }
   for (std::size_t lag : kLags)
     if (largest >= 2 * lag) ip.lags.push_back(lag);
+  // Each tensor's own half: element k against k + floor(d/2), where a generator that fills half a tensor
+  // and reuses it (as it is or as 1 - u) puts its dependence, whatever d is.
+  if (largest >= 2 * kLags[0]) ip.lags.push_back(kHalfLag);
   return ip;
 }
+// The lag of row `lag` in a tensor of d elements (kHalfLag: d / 2).
+std::size_t lag_in(std::size_t lag, std::size_t d) { return lag == kHalfLag ? d / 2 : lag; }
 std::string block_label(std::size_t m, std::size_t o) { return strf("blocks of %zu%s", m, o ? strf(" at +%zu", o).c_str() : ""); }
-std::string lag_label(std::size_t lag) { return strf("lag %zu", lag); }
+std::string lag_label(std::size_t lag) { return lag == kHalfLag ? std::string("lag d/2") : strf("lag %zu", lag); }
 
 // Screening tables for the per-coordinate minimum p-value: a coordinate whose count lies inside the
 // Clopper-Pearson interval at level a has exact two-sided p-value > a, so the minimum is among those
@@ -179,13 +191,13 @@ std::vector<std::string> plan_job(const JobSpec& job) {
   const std::string fam = job.grad.family;
   std::vector<std::string> ids;
   const bool random = random_under_h0(sp.pool_V);
-  if (random) ids.push_back(row_id(prefix(job, "unbiased"), fam));
-  if (random) ids.push_back(row_id(prefix(job, "unbiased-pooled"), fam));
-  if (job.p_bins)
+  if (random && job.unbiased) ids.push_back(row_id(prefix(job, "unbiased"), fam));
+  if (random && job.unbiased) ids.push_back(row_id(prefix(job, "unbiased-pooled"), fam));
+  if (job.p_bins && job.unbiased)
     for (std::size_t b = 0; b < sp.bin_weight.size(); ++b)
       if (bin_planned(job.steps * sp.bin_weight[b], job.steps * sp.bin_var[b]))
         ids.push_back(row_id(prefix(job, "unbiased-by-p"), fam, p_bin_label(b)));
-  if (random_under_h0(sp.var_V)) ids.push_back(row_id(prefix(job, "variance"), fam));
+  if (random_under_h0(sp.var_V) && job.variance) ids.push_back(row_id(prefix(job, "variance"), fam));
   if (job.independence && random) {
     IndepPlan ip = indep_plan(job.grad, job.steps);
     for (auto [m, o] : ip.blocks) ids.push_back(row_id(prefix(job, "independence"), fam, block_label(m, o)));
@@ -410,12 +422,15 @@ void emit_independence(Ctx& c, const JobSpec& job, const JobState& st) {
     Row r = stat_row(c, prefix(job, "independence"), fam, lag_label(lag));
     const Acc& a = st.lagacc[i];
     auto o = bernstein_decide(a.S, a.V, 1.0, c.alpha, beta);
-    r.statistic = strf("lag %zu: corr %+.4f", lag, a.E > 0 ? a.S / a.E : 0.0);
+    r.statistic = strf("%s: corr %+.4f", lag_label(lag).c_str(), a.E > 0 ? a.S / a.E : 0.0);
     r.threshold = strf("|.| <= %.3g", a.E > 0 ? o.threshold / a.E : 0.0);
     r.power = strf("corr >= %.3g", a.E > 0 ? o.detectable / a.E : 0.0);
     apply(r, o, a.E);
-    r.detail = strf("sum of (b_k - p_k)(b_{k+%zu} - p_{k+%zu}) over disjoint pairs (k in the first half of each window of "
-                    "%zu), independent terms in [-1,1]; Bernstein", lag, lag, 2 * lag);
+    r.detail = lag == kHalfLag
+                   ? std::string("sum of (b_k - p_k)(b_{k+h} - p_{k+h}) over k < h = floor(d/2) of each tensor of d "
+                                 "elements: disjoint pairs, independent terms in [-1,1]; Bernstein")
+                   : strf("sum of (b_k - p_k)(b_{k+%zu} - p_{k+%zu}) over disjoint pairs (k in the first half of each "
+                          "window of %zu), independent terms in [-1,1]; Bernstein", lag, lag, 2 * lag);
     mark_rejected(r);
     c.rows.push_back(r);
   }
@@ -484,7 +499,17 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
       const SpecLayer& l = sp.layers[li];
       const Observed& o = obs[li];
       const float s_ref = o.tolerated ? o.scalar : l.rule.scalar;
-      const float cap = sp.own_scalar ? (o.tolerated ? o.scalar : l.rule.cap) : l.rule.cap;
+      float cap = sp.own_scalar ? (o.tolerated ? o.scalar : l.rule.cap) : l.rule.cap;
+      if (!sp.own_scalar && std::isfinite(l.bound)) {
+        // A given scalar with clipping: the draws do not show the codec's clip bound, and a correct one
+        // lies within kClipBoundUlps of the spec's. Magnitudes within that distance of the bound are
+        // judged at its lowest correct value, so that no element the codec may keep with probability
+        // bound/s < 1 is taken as a sure keep (p = 1, where one miss would fail structure and the exact
+        // per-coordinate test). This moves p by at most 2^-19 relative: below every detectable effect.
+        float lowest = l.bound;
+        for (std::uint32_t u = 0; u < kClipBoundUlps && lowest > 0.0f; ++u) lowest = std::nextafter(lowest, 0.0f);
+        cap = std::min(cap, lowest);
+      }
       const double scale_ref = s_ref > 0.0f ? kTwo32 / static_cast<double>(s_ref) : 0.0;
       const double scale_obs = o.scalar > 0.0f ? kTwo32 / static_cast<double>(o.scalar) : 0.0;
       const double sn = static_cast<double>(s_ref) / N0;
@@ -527,7 +552,8 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
         }
       }
       for (std::size_t i = 0; i < ip.lags.size(); ++i) {
-        const std::size_t lag = ip.lags[i];
+        const std::size_t lag = lag_in(ip.lags[i], d);
+        if (lag == 0) continue;
         // pairs (k, k + lag) with k in the first half of each block of 2 lag: the same k in the same
         // order as testing k % (2 lag) < lag, without a division per element
         for (std::size_t base = 0; base + lag < d; base += 2 * lag)
@@ -666,7 +692,8 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
             blockacc[i].S += acc;
           }
           for (std::size_t i = 0; i < ip.lags.size(); ++i) {
-            const std::size_t lag = ip.lags[i];
+            const std::size_t lag = lag_in(ip.lags[i], d.d);
+            if (lag == 0) continue;
             double acc = 0.0;
             for (std::size_t base = 0; base + lag < d.d; base += 2 * lag)  // as above: same terms, same order
               for (std::size_t k = base; k < base + lag && k + lag < d.d; ++k) acc += centred[k] * centred[k + lag];
@@ -704,10 +731,16 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
   }
 
   // The rows, from what was accumulated.
-  emit_structure(c, job, st);
+  // Rows of a check left out (--skip) are computed, then dropped: the sums in `out` are still needed.
+  auto emit = [&](bool report, auto&& rows) {
+    const std::size_t before = c.rows.size();
+    rows();
+    if (!report) c.rows.resize(before);
+  };
   JobOut out;
-  emit_unbiased(c, job, st, out);
-  emit_variance(c, job, st, out);
+  emit(job.structure, [&] { emit_structure(c, job, st); });
+  emit(job.unbiased, [&] { emit_unbiased(c, job, st, out); });
+  emit(job.variance, [&] { emit_variance(c, job, st, out); });
   emit_independence(c, job, st);
   return out;
 }
