@@ -152,8 +152,13 @@ IndepPlan indep_plan(const Gradient& G, std::uint32_t n) {
   for (std::size_t lag : kLags)
     if (largest >= 2 * lag) ip.lags.push_back(lag);
   // Each tensor's own half: element k against k + floor(d/2), where a generator that fills half a tensor
-  // and reuses it (as it is or as 1 - u) puts its dependence, whatever d is.
-  if (largest >= 2 * kLags[0]) ip.lags.push_back(kHalfLag);
+  // and reuses it (as it is or as 1 - u) puts its dependence, whatever d is. Left out where every tensor
+  // large enough has its half among the fixed lags already (the row would repeat one of them).
+  bool half_new = false;
+  for (const auto& l : G.layers)
+    if (l.g.size() >= 2 * kLags[0])
+      half_new |= std::find(ip.lags.begin(), ip.lags.end(), l.g.size() / 2) == ip.lags.end();
+  if (half_new) ip.lags.push_back(kHalfLag);
   return ip;
 }
 // The lag of row `lag` in a tensor of d elements (kHalfLag: d / 2).
