@@ -38,13 +38,19 @@ int run_calibrate(const CalibrateCliOptions& o) {
   co.ci = o.ci;
   co.threads = o.threads;
   co.progress = !o.no_progress;
+  check_seed_range(o.seed, o.seeds);
   ExecOptions eo;
   make_sampler(o.impl, eo);  // a bad name or an unavailable implementation fails here, before the run
+  // the outputs too, before the run ("-": stdout; --output - is the table there, as without it)
+  if (o.json == "-" && o.out == "-") throw std::invalid_argument("--json - and --output - cannot both go to stdout");
+  check_output_file("--output", o.out);
+  check_output_file("--json", o.json);
   Calibration cal = calibrate([&] { return make_sampler(o.impl, eo); }, o.impl, co);
   const std::string text = format_calibration(cal);
-  std::fputs(text.c_str(), stdout);
-  if (!o.out.empty()) tg::write_file_atomic(o.out, text);
-  if (!o.json.empty()) tg::write_file_atomic(o.json, format_calibration_json(cal));
+  if (o.json == "-") std::fputs(format_calibration_json(cal).c_str(), stdout);  // instead of the table
+  else std::fputs(text.c_str(), stdout);
+  if (!o.out.empty() && o.out != "-") tg::write_file_atomic(o.out, text);
+  if (!o.json.empty() && o.json != "-") tg::write_file_atomic(o.json, format_calibration_json(cal));
   return cal.ok() ? 0 : 1;
 }
 
@@ -80,8 +86,8 @@ static Command calibrate_command() {
     sub->add_option("--supports", opts->supports, "What the implementation implements (as verify --supports)")
         ->delimiter(',')
         ->check(CLI::IsMember(capability_names()));
-    sub->add_option("--json", opts->json, "Write the calibration as JSON to FILE");
-    sub->add_option("--output", opts->out, "Also write the table to FILE");
+    sub->add_option("--json", opts->json, "Write the calibration as JSON to FILE ('-': on stdout, instead of the table)");
+    sub->add_option("--output", opts->out, "Also write the table to FILE ('-': stdout, where it goes anyway)");
     sub->add_flag("--no-progress", opts->no_progress, "No progress lines on stderr");
     return sub;
   };

@@ -55,6 +55,12 @@ int run_compare(const CompareCli& o) {
     std::fprintf(stderr, "terngrad compare: %s\n", e.what());
     return 2;
   }
+  check_output_file("--json", o.json);  // before the run ("-": stdout, instead of the table)
+  auto report = [&](const std::string& table, const std::string& json) {
+    if (o.json == "-") std::fputs(json.c_str(), stdout);
+    else std::fputs(table.c_str(), stdout);
+    if (!o.json.empty() && o.json != "-") tg::write_file_atomic(o.json, json);
+  };
   if (o.stat) {
     StatCompareOptions so;
     so.d = o.d;
@@ -65,13 +71,11 @@ int run_compare(const CompareCli& o) {
     so.beta = o.beta;
     so.progress = co.progress;
     StatCompareResult r = compare_statistically(*a, *b, so);
-    std::fputs(format_stat_compare(r).c_str(), stdout);
-    if (!o.json.empty()) tg::write_file_atomic(o.json, format_stat_compare_json(r));
+    report(format_stat_compare(r), format_stat_compare_json(r));
     return r.same() ? 0 : 1;
   }
   CompareResult r = compare_samplers(*a, *b, co);
-  std::fputs(format_compare(r).c_str(), stdout);
-  if (!o.json.empty()) tg::write_file_atomic(o.json, format_compare_json(r));
+  report(format_compare(r), format_compare_json(r));
   return r.identical() ? 0 : 1;
 }
 
@@ -113,7 +117,7 @@ static Command compare_command() {
         ->check(CLI::IsMember({"none", "clip", "saturate"}))
         ->capture_default_str();
     sub->add_flag("--no-shared", opts->no_shared, "Leave out the case with a shared scalar");
-    sub->add_option("--json", opts->json, "Write every case as JSON to FILE");
+    sub->add_option("--json", opts->json, "Write every case as JSON to FILE ('-': on stdout, instead of the table)");
     sub->add_option("--exec-timeout", opts->exec_timeout, "Seconds an external codec may take per call")
         ->check(CLI::Range(0.001, 86400.0))
         ->capture_default_str();

@@ -101,9 +101,13 @@ int run_converge(const ConvergeOptions& o) {
   std::vector<MethodSpec> methods;
   for (const auto& name : o.methods) methods.push_back(parse_method(name, o.c));
   if (methods.empty()) throw std::invalid_argument("--methods is empty");
+  if (o.assumption3 && o.seeds < 4) throw std::invalid_argument("--assumption3 needs --seeds >= 4 (half fit, half held out)");
+  check_seed_range(o.seed, static_cast<std::uint64_t>(o.seeds));
   auto problem = make_problem(ps);  // validates ps, throws naming the bad option
   std::filesystem::path dir(o.out);
-  tg::app::make_output_folder("--out", o.out);  // before the runs, not after
+  // The outputs, after every other check and before the runs; nothing is created until they are written.
+  check_output_folder("--out", o.out);
+  check_output_file("--json", o.json);
 
   // Progress: one updating line on a terminal, one line per method otherwise (logs).
   const bool tty = !o.quiet && ::isatty(::fileno(stderr));
@@ -115,7 +119,6 @@ int run_converge(const ConvergeOptions& o) {
   std::vector<std::string> a3_lines;
   std::optional<Assumption3Exact> a3_exact;
   if (o.assumption3) {
-    if (o.seeds < 4) throw std::invalid_argument("--assumption3 needs --seeds >= 4 (half fit, half held out)");
     if (ps.kind == ProblemKind::least_squares && o.batch == 1) {
       a3_exact = assumption3_exact(static_cast<const LeastSquares&>(*problem));
       a3["exact"] = to_json(*a3_exact);
@@ -372,8 +375,17 @@ static Command converge_command() {
                   "Least squares: every 10th point becomes spike * e_0 with label noise +3*noise (clipping then "
                   "biases the fixed point; 0: off)")->check(CLI::Range(-1e3, 1e3))->capture_default_str();
     s->add_option("--tail-dof", o->tail_dof,
-                  "Features Student-t with this many degrees of freedom (heavy-tailed gradients; unit variance when "
-                  "> 2); 0: Gaussian")->check(CLI::Range(0.0, 1e6))->capture_default_str();
+                  "Features Student-t with this many degrees of freedom, 0 (Gaussian features) or in [1, 1e6] "
+                  "(heavy-tailed gradients; unit variance when > 2)")
+        ->check(CLI::Validator(
+            [](std::string& text) {
+              double v = -1;
+              if (!CLI::detail::lexical_cast(text, v) || !(v == 0.0 || (v >= 1.0 && v <= 1e6)))
+                return "must be 0 (Gaussian) or in [1, 1e6], got " + text;
+              return std::string();
+            },
+            "0 or [1, 1e6]"))
+        ->capture_default_str();
     s->add_option("--density", o->density, "Fraction of nonzero features (sparse gradients; scaled to keep the variance)")
         ->check(CLI::Range(1e-6, 1.0))->capture_default_str();
     s->add_flag("--no-prediction", o->no_prediction,

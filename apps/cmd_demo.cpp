@@ -41,8 +41,12 @@ int run_demo(const DemoOptions& o) {
   std::printf("scalar s                 %.6g (max|g| = %.6g)\n", d.header.scalar,
               static_cast<double>(codec->max_abs(g, 0)));
   std::printf("nonzero outputs          %zu of %zu (%.2f%%)\n", nonzero, o.n, 100.0 * nonzero / std::max<std::size_t>(1, o.n));
-  std::printf("bytes on the wire        %zu (float32: %zu, %.2fx smaller)\n", payload.size(), 4 * o.n,
-              4.0 * o.n / payload.size());
+  const double shrink = 4.0 * o.n / payload.size();
+  if (shrink >= 1.0)
+    std::printf("bytes on the wire        %zu (float32: %zu, %.2fx smaller)\n", payload.size(), 4 * o.n, shrink);
+  else  // a few elements: the 32-byte header outweighs what the body saves
+    std::printf("bytes on the wire        %zu (float32: %zu, %.2fx larger: the %zu-byte header outweighs the body)\n",
+                payload.size(), 4 * o.n, 1.0 / shrink, kHeaderBytes);
   // Monte-Carlo of E||g~ - g||^2 over independent steps; with clipping the target is clamp(g).
   ScalarRule rule = own_rule(*codec, g, p, 0);
   std::vector<float> target(g);
@@ -63,8 +67,13 @@ int run_demo(const DemoOptions& o) {
   double mean = sum / o.draws;
   double se = std::sqrt(std::max(0.0, sumsq / o.draws - mean * mean) / o.draws);
   std::printf("variance identity        s||x||_1 - ||x||_2^2 = %.6g  (x = clamp(g) under clipping)\n", exact);
-  std::printf("Monte-Carlo, %d draws     E||g~ - x||^2 = %.6g +- %.2g (1 standard error), ratio %.5f\n", o.draws,
-              mean, se, mean / exact);
+  if (exact > 0)
+    std::printf("Monte-Carlo, %d draws     E||g~ - x||^2 = %.6g +- %.2g (1 standard error), ratio %.5f\n", o.draws,
+                mean, se, mean / exact);
+  else  // every |x_i| is 0 or s (one element, or all clipped): each draw is exact, no ratio to take
+    std::printf("Monte-Carlo, %d draws     E||g~ - x||^2 = %.6g +- %.2g (1 standard error); the identity is 0: every "
+                "|x_i| is 0 or s, so every draw is exact\n",
+                o.draws, mean, se);
   std::printf("(this is a demonstration; `terngrad verify` runs the battery with stated error rates)\n");
   return 0;
 }

@@ -105,6 +105,11 @@ int run_model(ModelOptions o, const std::vector<const CLI::Option*>& preset_conf
   for (int w : o.workers)
     if (w < 1 || w > 1 << 20) throw std::invalid_argument("--workers: " + std::to_string(w) + " is not in [1, 1048576]");
 
+  // The outputs, before the inputs are read and the codec is timed; nothing is written on an error.
+  if (o.json == "-" && o.csv == "-") throw std::invalid_argument("--json - and --csv - cannot both go to stdout");
+  check_output_file("--json", o.json);
+  check_output_file("--csv", o.csv);
+
   if (o.codec_rates.empty()) o.codec_rates = o.preset == "paper" ? "none" : "measure";
   CodecRates rates = parse_rates(o.codec_rates);
   std::vector<Config> configs;
@@ -219,7 +224,6 @@ int run_model(ModelOptions o, const std::vector<const CLI::Option*>& preset_conf
                         {"rows", rows}});
   }
   // Outputs after every prediction succeeded, each written whole (temp + rename).
-  if (o.json == "-" && o.csv == "-") throw std::invalid_argument("--json - and --csv - cannot both go to stdout");
   std::string json_text = nlohmann::json{{"configs", jconfigs}}.dump(1) + "\n";
   if (!o.json.empty() && o.json != "-") tg::write_output(o.json, json_text);
   if (!o.csv.empty() && o.csv != "-") tg::write_output(o.csv, csv.str());

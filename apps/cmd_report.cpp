@@ -122,8 +122,12 @@ int run_report(const ReportOptions& o) {
   if (!fs::is_directory(package_dir() + "/terngrad"))
     throw std::runtime_error("the built Python package " + package_dir() +
                              " is missing (build the target tg_python)");
-  if (!fs::is_directory(o.reports))
-    throw std::runtime_error("reports folder " + o.reports + " does not exist (pass --reports DIR)");
+  std::error_code ec;
+  if (!fs::is_directory(o.reports, ec))
+    throw std::runtime_error(fs::exists(o.reports, ec) ? "--reports " + o.reports + " is not a folder (pass --reports DIR)"
+                                                       : "reports folder " + o.reports + " does not exist (pass --reports DIR)");
+  // the Markdown file (the renderer writes the HTML and figures/ beside it), before the inputs are read
+  check_output_file("--out", o.out.empty() ? (fs::path(o.reports) / "index.md").string() : o.out, false);
 
   check_interpreter(o.python);
 
@@ -180,8 +184,7 @@ static Command report_command() {
         ->capture_default_str();
     sub->add_option("--title", opts->title, "Title of the report");
     sub->add_option("--note", opts->note, "Markdown file put under the title (e.g. how the inputs were made)")
-        ->check(regular_file(std::uintmax_t{1} << 20))
-        ->check(CLI::ExistingFile);
+        ->check(regular_file(std::uintmax_t{1} << 20));  // also says when the file does not exist
     sub->add_flag("--no-html", opts->no_html, "Write only the Markdown file");
     sub->add_flag("--no-live", opts->no_live,
                   "Do not add the codec section computed live through the Python bindings");

@@ -124,7 +124,6 @@ int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
   if ((c.world_size > 0) != (c.rank >= 0))
     throw std::invalid_argument("--rank and --world-size go together (or use `terngrad launch`)");
   if (c.dump_step >= 0 && c.out_dir.empty()) throw std::invalid_argument("--dump-step needs --out (the folder it writes to)");
-  if (!c.out_dir.empty()) tg::app::make_output_folder("--out", c.out_dir);  // before the data is loaded
   if (c.dump_step >= 0 && c.codec != "terngrad" && !(c.codec == "float" && c.float_exchange == "allgather"))
     throw std::invalid_argument("--dump-step writes the per-worker payloads of an allgather exchange: it needs --codec "
                                 "terngrad or --codec float --float-exchange allgather, not --codec " + c.codec +
@@ -135,6 +134,11 @@ int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
   if (workers > 0 && c.batch > 0)
     tg::train::check_shard_fits_before_loading(c.data, static_cast<std::size_t>(c.batch / workers),
                                                static_cast<std::size_t>(c.batch));
+  // Every output, before the data is loaded; nothing is created here (the trainer makes --out at its first
+  // write, after its own checks), so a refused option leaves no empty run folder.
+  tg::app::check_output_folder("--out", c.out_dir);
+  tg::app::check_output_file("--json", cli.json);
+  tg::app::check_output_file("--checkpoint", c.checkpoint, false);
   tg::train::TrainResult r = tg::train::run_training(c);
   if (c.world_size > 0 && c.rank != 0) return 0;
   std::uint64_t tp = 0, tf = 0, ap = 0, af = 0;
@@ -172,8 +176,6 @@ int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
   if (c.live_check.every > 0)
     std::printf("\nlive checks: %ld run, %ld failed, %.3f s (%s)", r.live_checks, r.live_checks_failed, r.live_check_s,
                 c.out_dir.empty() ? "no --out: results on stderr only" : "live_checks.csv");
-  std::printf("\ntime: compute %.2f s, encode %.3f s, communicate %.3f s, decode %.3f s, optimizer %.2f s, wall %.2f s\n",
-              r.compute_s, r.encode_s, r.comm_s, r.decode_s, r.optimizer_s, r.wall_s);
   std::printf("\nwire bytes per worker per step: uplink %llu, downlink %llu (%s)\n",
               static_cast<unsigned long long>(r.uplink_bytes), static_cast<unsigned long long>(r.downlink_bytes),
               c.codec == "float" && c.float_exchange == "allreduce" ? "ring allreduce: 2(N-1)/N of the buffer each way"

@@ -11,8 +11,6 @@
 #include <optional>
 #include <sstream>
 
-#include <unistd.h>
-
 #include "commands.hpp"
 #include "tg/atomic_file.hpp"
 #include "tg/verify/battery.hpp"
@@ -59,20 +57,26 @@ Options make_options(const VerifyOptions& o) {
   return opt;
 }
 
-// Fails before the (possibly long) run when a report file could not be written afterwards.
-void check_writable(const std::string& option, const std::string& file) {
-  if (file.empty()) return;
-  namespace fs = std::filesystem;
-  fs::path dir = fs::path(file).has_parent_path() ? fs::path(file).parent_path() : fs::path(".");
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir) || ::access(dir.c_str(), W_OK) != 0 || fs::is_directory(file))
-    throw Error(ErrorCode::invalid_argument, option + " " + file + ": cannot write into folder " + dir.string());
-}
+// The reports, each to its file or ("-") to stdout instead of the table (check_outputs allows one there).
+bool reports_on_stdout(const VerifyOptions& o) { return o.json == "-" || o.junit == "-"; }
 
 void write_reports(const VerifyOptions& o, const std::vector<Result>& results) {
-  if (!o.json.empty()) tg::write_file_atomic(o.json, format_json(results));
-  if (!o.junit.empty()) tg::write_file_atomic(o.junit, format_junit(results));
+  if (o.json == "-") std::fputs(format_json(results).c_str(), stdout);
+  else if (!o.json.empty()) tg::write_file_atomic(o.json, format_json(results));
+  if (o.junit == "-") std::fputs(format_junit(results).c_str(), stdout);
+  else if (!o.junit.empty()) tg::write_file_atomic(o.junit, format_junit(results));
+}
+
+// The table on stdout, unless a report goes there instead.
+void print_table(const VerifyOptions& o, const Result& r) {
+  if (!reports_on_stdout(o)) std::fputs(format_table(r).c_str(), stdout);
+}
+
+// Every output path, after the other options and before anything runs or is read; creates nothing.
+void check_outputs(const VerifyOptions& o) {
+  if (o.json == "-" && o.junit == "-") throw Error(ErrorCode::invalid_argument, "--json - and --junit - cannot both go to stdout");
+  check_output_file("--json", o.json);
+  check_output_file("--junit", o.junit);
 }
 
 int run_single(const VerifyOptions& o) {
@@ -86,8 +90,9 @@ int run_single(const VerifyOptions& o) {
     std::fprintf(stderr, "terngrad verify: %s\n", e.what());
     return 2;
   }
+  check_outputs(o);
   Result r = run_battery(*sampler, opt);
-  std::fputs(format_table(r).c_str(), stdout);
+  print_table(o, r);
   write_reports(o, {r});
   return r.pass() ? 0 : 1;
 }
@@ -100,16 +105,18 @@ int run_self_test(const VerifyOptions& o) {
     std::string impl;
     bool correct;
   };
+  check_outputs(o);
   std::vector<Entry> entries = {{"reference", true}, {"optimized", true}};
+  FILE* text = reports_on_stdout(o) ? stderr : stdout;  // a report on stdout: the text goes to stderr
   std::string why;
   if (cuda_usable(&why)) entries.push_back({"cuda", true});
-  else std::printf("self-test: skipping cuda: %s\n", why.c_str());
+  else std::fprintf(text, "self-test: skipping cuda: %s\n", why.c_str());
   std::string example = o.example;
   if (example.empty() && std::filesystem::exists("build/venv/bin/python") &&
       std::filesystem::exists("examples/numpy_codec.py"))
     example = kExampleCommand;
   if (!example.empty() && example != "none") entries.push_back({"exec:" + example, true});
-  else std::printf("self-test: no NumPy example (build/venv/bin/python or examples/numpy_codec.py missing; --example CMD)\n");
+  else std::fprintf(text, "self-test: no NumPy example (build/venv/bin/python or examples/numpy_codec.py missing; --example CMD)\n");
   for (const auto& v : variant_list()) entries.push_back({std::string("variant:") + v.name, true});
   for (const auto& m : mutant_list()) entries.push_back({std::string("mutant:") + m.name, false});
 
@@ -127,7 +134,7 @@ int run_self_test(const VerifyOptions& o) {
     std::fprintf(stderr, "self-test: %s ...\n", e.impl.c_str());
     Result r = run_battery(*sampler, opt);
     r.expected = e.correct ? "pass" : "reject";
-    if (o.verbose) std::fputs(format_table(r).c_str(), stdout);
+    if (o.verbose) std::fputs(format_table(r).c_str(), text);
     bool as_expected = r.as_expected();
     ok = ok && as_expected;
     std::string fails;
@@ -140,13 +147,13 @@ int run_self_test(const VerifyOptions& o) {
     results.push_back(std::move(r));
   }
   Profile P = base.profile;
-  std::printf("terngrad verify --self-test: profile %s, seed %llu, alpha_total %.3g per run, beta %.3g\n",
-              P.name.c_str(), static_cast<unsigned long long>(base.seed), P.alpha_total, P.beta);
-  std::printf("%-50s %-8s %-8s %-10s %8s  %s\n", "implementation", "expected", "result", "as expected", "time",
-              "failed checks");
-  for (const auto& l : lines) std::printf("%s\n", l.c_str());
-  std::printf("\nverdict: %s\n", ok ? "PASS (every correct implementation passed, every mutant was rejected)"
-                                      : "FAIL (see the rows marked WRONG)");
+  std::fprintf(text, "terngrad verify --self-test: profile %s, seed %llu, alpha_total %.3g per run, beta %.3g\n",
+               P.name.c_str(), static_cast<unsigned long long>(base.seed), P.alpha_total, P.beta);
+  std::fprintf(text, "%-50s %-8s %-8s %-10s %8s  %s\n", "implementation", "expected", "result", "as expected", "time",
+               "failed checks");
+  for (const auto& l : lines) std::fprintf(text, "%s\n", l.c_str());
+  std::fprintf(text, "\nverdict: %s\n", ok ? "PASS (every correct implementation passed, every mutant was rejected)"
+                                             : "FAIL (see the rows marked WRONG)");
   write_reports(o, results);
   return ok ? 0 : 1;
 }
@@ -168,6 +175,7 @@ int run_samples(const VerifyOptions& o) {
   }
   std::optional<float> shared;
   if (o.scalar >= 0.0) shared = static_cast<float>(o.scalar);
+  check_outputs(o);  // before the files are read
   std::vector<NpyArray> grads, values;
   std::vector<Draws> draws;
   std::vector<TensorSamples> tensors;
@@ -192,14 +200,12 @@ int run_samples(const VerifyOptions& o) {
   for (std::size_t i = 0; i < draws.size(); ++i)
     tensors.push_back({grads[i].data, draws[i].trits, draws[i].scalars, shared, draws[i].defect});
   Result r = check_samples(tensors, so);
-  std::fputs(format_table(r).c_str(), stdout);
+  print_table(o, r);
   write_reports(o, {r});
   return r.pass() ? 0 : 1;
 }
 
 int run_verify(const VerifyOptions& o) {
-  check_writable("--json", o.json);
-  check_writable("--junit", o.junit);
   if (o.list_mutants) {
     for (const auto& m : mutant_list()) std::printf("mutant:%-18s %s\n", m.name, m.description);
     for (const auto& v : variant_list()) std::printf("variant:%-17s (correct) %s\n", v.name, v.description);
@@ -239,12 +245,16 @@ static Command verify_command() {
         ->capture_default_str();
     sub->add_option("--seed", opts->seed, "Seed of the gradients and of the codec streams (fixed by default)")
         ->capture_default_str();
-    sub->add_option("--alpha", opts->alpha, "Total false-fail probability of the run (profile default 1e-6)")
-        ->check(CLI::Range(1e-300, 0.5));
-    sub->add_option("--beta", opts->beta, "1 - power at which detectable effects are stated (default 1e-3)")
-        ->check(CLI::Range(1e-300, 0.5));
-    sub->add_option("--json", opts->json, "Write the results as JSON to FILE");
-    sub->add_option("--junit", opts->junit, "Write the results as JUnit XML to FILE");
+    sub->add_option("--alpha", opts->alpha,
+                    "Total false-fail probability of the run (default: the profile's, 1e-6 for quick and ci, 1e-9 "
+                    "for full; 1e-6 with --samples)")
+        ->check(CLI::Range(1e-300, 0.5))
+        ->default_str("profile's");
+    sub->add_option("--beta", opts->beta, "1 - power at which detectable effects are stated")
+        ->check(CLI::Range(1e-300, 0.5))
+        ->default_str("1e-3");
+    sub->add_option("--json", opts->json, "Write the results as JSON to FILE ('-': on stdout, instead of the table)");
+    sub->add_option("--junit", opts->junit, "Write the results as JUnit XML to FILE ('-': on stdout, instead of the table)");
     sub->add_option("--skip", opts->skip, "Checks to leave out, comma-separated (e.g. cross for a codec with its own "
                                           "random stream)")
         ->delimiter(',')

@@ -6,14 +6,24 @@
 
 #include <CLI/CLI.hpp>
 
+#include <atomic>
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 #include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tg/output_file.hpp"
 
 namespace tg::app {
 
@@ -41,13 +51,101 @@ inline CLI::Validator finite_number_check(bool zero_allowed) {
 inline CLI::Validator positive_finite() { return finite_number_check(false); }
 inline CLI::Validator non_negative_finite() { return finite_number_check(true); }
 
-// Creates the output folder dir (and its parents) of a long run before the run, so that a path that cannot
-// be a folder fails at the start, naming it, not at the first write.
-inline void make_output_folder(const std::string& option, const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (!ec && !std::filesystem::is_directory(dir, ec)) ec = std::make_error_code(std::errc::not_a_directory);
-  if (ec) throw std::invalid_argument(option + ": cannot create output folder " + dir + ": " + ec.message());
+// ---- output paths ----------------------------------------------------------------------------
+// Every subcommand checks each output it will write (--json, --junit, --output, --csv, --checkpoint,
+// --out) after its other options and before it loads data or runs anything, so that an output that
+// cannot be written fails at the start, naming it, not after the work. The checks create nothing: a
+// folder that does not exist yet is made by the writer (tg::write_output) right before the first file
+// goes into it, so a usage error leaves no empty folder behind.
+namespace output_paths {
+
+// "" when entries can be created in the existing folder dir, else why not. A probe folder is made and
+// removed at once: access() says yes to root on a read-only or special file system (/proc).
+inline std::string probe_folder(const std::filesystem::path& dir) {
+  static std::atomic<unsigned> counter{0};
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::string name = ".tg-probe-";
+    name += std::to_string(::getpid());
+    name += "-";
+    name += std::to_string(counter.fetch_add(1));
+    const std::filesystem::path probe = dir / name;
+    if (::mkdir(probe.c_str(), 0700) == 0) {
+      ::rmdir(probe.c_str());
+      return "";
+    }
+    if (errno != EEXIST) return std::strerror(errno);
+  }
+  return "no free name for a probe";
+}
+
+// The nearest folder at or above path that exists ("." for a relative path with none), and why entries
+// cannot be made under it ("" when they can).
+struct Ancestor {
+  std::filesystem::path dir;
+  std::string problem;
+};
+inline Ancestor nearest_folder(const std::filesystem::path& path) {
+  std::filesystem::path cur = path;
+  for (;;) {
+    const std::filesystem::path shown = cur.empty() ? std::filesystem::path(".") : cur;
+    struct stat st {};
+    if (::stat(shown.c_str(), &st) == 0) {
+      if (!S_ISDIR(st.st_mode)) return {shown, shown.string() + " is not a folder"};
+      std::string why = probe_folder(shown);
+      return {shown, why.empty() ? why : "cannot write into " + shown.string() + ": " + why};
+    }
+    if (errno != ENOENT && errno != ENOTDIR) return {shown, shown.string() + ": " + std::strerror(errno)};
+    if (cur.empty() || cur == cur.parent_path()) return {shown, shown.string() + " does not exist"};
+    cur = cur.parent_path();
+  }
+}
+
+}  // namespace output_paths
+
+// An output folder (--out): an existing folder that can be written into, or one that can be made there.
+inline void check_output_folder(const std::string& option, const std::string& dir) {
+  if (dir.empty()) return;
+  output_paths::Ancestor a = output_paths::nearest_folder(dir);
+  if (!a.problem.empty()) throw std::invalid_argument(option + ": cannot create output folder " + dir + ": " + a.problem);
+}
+
+// An output file: a file (replaced through a temporary file in its folder) or a new path whose folder can be
+// made, a character device or a FIFO (written in place), or "-" (stdout) where dash_is_stdout. A folder, a
+// block device or a socket is refused, as the writer refuses them.
+inline void check_output_file(const std::string& option, const std::string& file, bool dash_is_stdout = true) {
+  namespace fs = std::filesystem;
+  if (file.empty() || (dash_is_stdout && file == "-")) return;
+  auto fail = [&](const std::string& why) { throw std::invalid_argument(option + " " + file + why); };
+  struct stat st {};
+  if (::stat(file.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) fail(" is a folder, not a file (give a file name)");
+    if (S_ISBLK(st.st_mode)) fail(" is a block device (outputs go to files, character devices or FIFOs)");
+    if (S_ISSOCK(st.st_mode)) fail(" is a socket (outputs go to files, character devices or FIFOs)");
+    if (!S_ISREG(st.st_mode) || tg::output_detail::is_proc_fd(file)) return;  // written in place
+    std::error_code ec;
+    fs::path real = fs::canonical(file, ec);  // a symlink's target is replaced, in its own folder
+    fs::path dir = (ec ? fs::path(file) : real).parent_path();
+    if (dir.empty()) dir = ".";
+    std::string why = output_paths::probe_folder(dir);
+    if (!why.empty()) fail(": cannot write into folder " + dir.string() + ": " + why);
+    return;
+  }
+  if (errno != ENOENT && errno != ENOTDIR) fail(std::string(": ") + std::strerror(errno));
+  const fs::path parent = fs::path(file).parent_path();
+  output_paths::Ancestor a = output_paths::nearest_folder(parent);
+  if (a.problem.empty()) return;
+  if (a.dir == (parent.empty() ? fs::path(".") : parent)) fail(": " + a.problem);
+  fail(": cannot create folder " + parent.string() + ": " + a.problem);
+}
+
+// The seeds first .. first + count - 1 of a run over several seeds, refused when they pass 2^64 - 1
+// instead of wrapping around to 0.
+inline void check_seed_range(std::uint64_t first, std::uint64_t count) {
+  if (count > 0 && first > std::numeric_limits<std::uint64_t>::max() - (count - 1))
+    throw std::invalid_argument("--seed " + std::to_string(first) + " with --seeds " + std::to_string(count) +
+                                ": the seeds would pass 2^64 - 1 = 18446744073709551615 (the largest first seed "
+                                "for this --seeds is " +
+                                std::to_string(std::numeric_limits<std::uint64_t>::max() - (count - 1)) + ")");
 }
 
 // A CLI11 check for an input file that must be a regular file (not a FIFO, device or folder, which

@@ -11,16 +11,49 @@ endif()
 set(failures 0)
 set(cases 0)
 
-# expect_usage_error(<substring the error line must contain> <args>...)
+# A scratch folder for the cases that check what a refused run leaves behind; removed at the end.
+if(DEFINED ENV{TMPDIR} AND IS_DIRECTORY "$ENV{TMPDIR}")
+  set(scratch_root "$ENV{TMPDIR}")
+else()
+  set(scratch_root "/tmp")
+endif()
+string(RANDOM LENGTH 10 scratch_tag)
+set(scratch "${scratch_root}/tg-cli-errors-${scratch_tag}")
+file(MAKE_DIRECTORY "${scratch}")
+
+# expect_usage_error(<substring the error line must contain> <args>... [ABSENT <path>...])
+# With ABSENT, the refusal must also come before any work (nothing on stdout) and leave none of the paths
+# (no output file, no empty folder).
 function(expect_usage_error needle)
   set(args ${ARGN})
-  execute_process(COMMAND "${TERNGRAD}" ${args}
+  set(absent "")
+  set(up_front FALSE)
+  list(FIND args ABSENT at_absent)
+  if(NOT at_absent EQUAL -1)
+    set(up_front TRUE)
+    math(EXPR after "${at_absent} + 1")
+    list(LENGTH args n_args)
+    if(after LESS n_args)
+      list(SUBLIST args ${after} -1 absent)
+    endif()
+    list(SUBLIST args 0 ${at_absent} args)
+  endif()
+  execute_process(COMMAND "${TERNGRAD}" ${args} WORKING_DIRECTORY "${scratch}"
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
   string(REPLACE ";" " " shown "${args}")
   set(problems "")
   if(NOT rc STREQUAL "2")
     string(APPEND problems " exit code '${rc}' (want 2);")
   endif()
+  if(up_front AND NOT out STREQUAL "")
+    string(APPEND problems " output on stdout before the refusal (want none: the check comes before the work);")
+  endif()
+  foreach(path IN LISTS absent)
+    if(EXISTS "${path}")
+      string(APPEND problems " left ${path} behind;")
+      file(REMOVE_RECURSE "${path}")
+    endif()
+  endforeach()
   string(STRIP "${err}" err_stripped)
   string(REPLACE ";" "," err_for_lines "${err_stripped}")  # a ';' would split a CMake list
   string(REPLACE "\n" ";" lines "${err_for_lines}")
@@ -59,6 +92,55 @@ function(expect_usage_error needle)
     message("FAIL: terngrad ${shown}:${problems}\n  stderr: ${err}")
   else()
     message("ok:   terngrad ${shown}  ->  ${err_stripped}")
+  endif()
+endfunction()
+
+# expect_run(RC <exit code> ARGS <args>... [CONTAINS <text>...] [LACKS <text>...] [LACKS_REGEX <regex>...]
+#            [ABSENT <path>...]): a run that is not an error (help texts, edge values, --json -), run in the scratch
+# folder: its exit code, what its stdout must and must not contain, and the paths it must not leave.
+function(expect_run)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "RC" "ARGS;CONTAINS;LACKS;LACKS_REGEX;ABSENT")
+  execute_process(COMMAND "${TERNGRAD}" ${arg_ARGS} WORKING_DIRECTORY "${scratch}"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+  string(REPLACE ";" " " shown "${arg_ARGS}")
+  string(REPLACE "\n" " " flat "${out}")
+  string(REGEX REPLACE " +" " " flat "${flat}")  # help texts wrap: compare with single spaces
+  set(problems "")
+  if(NOT rc STREQUAL "${arg_RC}")
+    string(APPEND problems " exit code '${rc}' (want ${arg_RC});")
+  endif()
+  foreach(text IN LISTS arg_CONTAINS)
+    string(FIND "${flat}" "${text}" at)
+    if(at EQUAL -1)
+      string(APPEND problems " stdout lacks '${text}';")
+    endif()
+  endforeach()
+  foreach(text IN LISTS arg_LACKS)
+    string(FIND "${flat}" "${text}" at)
+    if(NOT at EQUAL -1)
+      string(APPEND problems " stdout has '${text}';")
+    endif()
+  endforeach()
+  foreach(regex IN LISTS arg_LACKS_REGEX)
+    if(flat MATCHES "${regex}")
+      string(APPEND problems " stdout matches '${regex}';")
+    endif()
+  endforeach()
+  foreach(path IN LISTS arg_ABSENT)
+    if(EXISTS "${path}")
+      string(APPEND problems " left ${path} behind;")
+      file(REMOVE_RECURSE "${path}")
+    endif()
+  endforeach()
+  math(EXPR n "${cases} + 1")
+  set(cases ${n} PARENT_SCOPE)
+  if(problems)
+    math(EXPR f "${failures} + 1")
+    set(failures ${f} PARENT_SCOPE)
+    string(SUBSTRING "${out}" 0 600 head)
+    message("FAIL: terngrad ${shown}:${problems}\n  stdout: ${head}\n  stderr: ${err}")
+  else()
+    message("ok:   terngrad ${shown}")
   endif()
 endfunction()
 
@@ -101,18 +183,45 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("--seed" demo --seed)
     expect_usage_error("--seed" demo --seed -1)                    # was 2^64-1
     expect_usage_error("--seed" demo --seed 18446744073709551616)  # was 2^64-1
+    # one element: the header outweighs the body, and the identity is 0 (was "ratio -nan", "0.12x smaller")
+    expect_run(RC 0 ARGS demo --elements 1 --draws 2 CONTAINS "8.25x larger" "every draw is exact" LACKS "-nan" "smaller")
   elseif(sub STREQUAL "verify")
     expect_usage_error("--profile" verify --profile bogus)
     expect_usage_error("/nonexistent/codec" verify --impl "exec:/nonexistent/codec" --no-progress)
     expect_usage_error("bogus" verify --impl bogus --no-progress)
     expect_usage_error("--exec-timeout" verify --exec-timeout nan --no-progress)  # NaN turned the timeout off
+    # outputs: checked before the run, named as what they are, and no folder made for a refused run
+    expect_usage_error("--json ${scratch} is a folder, not a file" verify --json "${scratch}" --profile quick --no-progress
+                       ABSENT "${scratch}/-")
+    expect_usage_error("--junit ${scratch} is a folder" verify --junit "${scratch}" --profile quick --no-progress ABSENT)
+    expect_usage_error("bogus" verify --json "${scratch}/nd1/a/b/x.json" --impl bogus ABSENT "${scratch}/nd1")
+    expect_usage_error("cannot create folder ${CMAKE_CURRENT_LIST_FILE}/x" verify --json "${CMAKE_CURRENT_LIST_FILE}/x/r.json"
+                       --profile quick --no-progress ABSENT)
+    expect_usage_error("cannot both go to stdout" verify --json - --junit - --profile quick ABSENT)
+    # --json -: the JSON on stdout instead of the table, no file named "-"
+    expect_run(RC 0 ARGS verify --profile quick --no-progress --skip streams,collision,cross,aggregate,independence --json -
+               CONTAINS "\"runs\"" LACKS "verdict" ABSENT "${scratch}/-")
+    # help: the real default of --alpha (full: 1e-9), no "=0" outside the range
+    expect_run(RC 0 ARGS verify --help CONTAINS "1e-9 for full" LACKS "0.5]=0")
   elseif(sub STREQUAL "compare")
     expect_usage_error("--elements" compare reference optimized --elements 0)
     expect_usage_error("--draws" compare reference optimized --draws 5000)
+    expect_usage_error("--json ${scratch} is a folder" compare reference optimized --elements 64 --json "${scratch}" ABSENT)
+    expect_run(RC 0 ARGS compare reference optimized --elements 64 --draws 1 --no-progress --json -
+               CONTAINS "\"cases\"" ABSENT "${scratch}/-")
   elseif(sub STREQUAL "converge")
     expect_usage_error("--data-size" converge --data-size 1)
     expect_usage_error("--samples" converge --samples 1)  # the old name keeps its check
     expect_usage_error("--out: cannot create output folder" converge --steps 2 --seeds 1 --out "${CMAKE_CURRENT_LIST_FILE}")
+    # --json is checked with --out, before the runs (was: curves.csv and summary.json written, then the error)
+    expect_usage_error("--json ${scratch} is a folder" converge --steps 2 --seeds 1 --no-progress --out "${scratch}/cdir"
+                       --json "${scratch}" ABSENT "${scratch}/cdir")
+    expect_usage_error("--assumption3 needs --seeds >= 4" converge --assumption3 --seeds 2 --out "${scratch}/a3dir"
+                       ABSENT "${scratch}/a3dir")
+    expect_usage_error("would pass 2^64 - 1" converge --seed 18446744073709551615 --seeds 2 --steps 2 --out "${scratch}/sdir"
+                       ABSENT "${scratch}/sdir")
+    expect_usage_error("--tail-dof: must be 0 (Gaussian) or in [1, 1e6]" converge --tail-dof 0.5)
+    expect_run(RC 0 ARGS converge --help CONTAINS "0 (Gaussian features) or in [1, 1e6]" LACKS "--tail-dof FLOAT:FLOAT in [0 - 1e+06]")
   elseif(sub STREQUAL "train")
     expect_usage_error("--progress" train --progress --no-progress --steps 1)
     expect_usage_error("/nonexistent/checkpoint" train --resume /nonexistent/checkpoint)
@@ -133,15 +242,42 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("--out: cannot create output folder" train --steps 1 --out "${CMAKE_CURRENT_LIST_FILE}/run")
     expect_usage_error("--out: cannot create output folder" train --steps 1 --out "${CMAKE_CURRENT_LIST_FILE}")
     expect_usage_error("--resume" train --resume /dev/zero)  # not a regular file
+    # --json and --checkpoint are checked before the data is loaded (were: after training), and a refused run
+    # leaves no --out folder (was: made before the other checks)
+    expect_usage_error("--json ${scratch} is a folder" train --steps 1 --no-progress --json "${scratch}" --out "${scratch}/trun"
+                       ABSENT "${scratch}/trun")
+    expect_usage_error("--checkpoint ${scratch} is a folder" train --steps 1 --no-progress --checkpoint "${scratch}"
+                       --out "${scratch}/trun" ABSENT "${scratch}/trun")
+    # the time line once: the one with wait and wire (was also printed without them, before the wire bytes)
+    expect_run(RC 0 ARGS train --data synthetic --steps 1 --no-progress CONTAINS "(wait " LACKS_REGEX "communicate [0-9.]+ s, decode")
+    expect_usage_error("multiple of 3" train --steps 1 --no-progress --batch 64 --workers 3 --out "${scratch}/trun"
+                       ABSENT "${scratch}/trun")
+  elseif(sub STREQUAL "calibrate")
+    # the seeds --seed .. --seed + N - 1 must not wrap (was: "seeds 18446744073709551615..0")
+    expect_usage_error("would pass 2^64 - 1" calibrate --seed 18446744073709551615 --seeds 2 ABSENT)
+    # outputs before the runs (was: the table and CALIBRATED printed, then exit 2)
+    expect_usage_error("--json ${scratch} is a folder" calibrate --profile quick --seeds 2 --no-progress --json "${scratch}" ABSENT)
+    expect_usage_error("--output ${scratch} is a folder" calibrate --profile quick --seeds 2 --no-progress --output "${scratch}"
+                       ABSENT)
+    expect_run(RC 0 ARGS calibrate --profile quick --seeds 2 --no-progress --skip streams,collision,cross,aggregate,independence
+               --json - CONTAINS "\"calibrated\"" LACKS "CALIBRATED" ABSENT "${scratch}/-")
+  elseif(sub STREQUAL "model")
+    # --csv is checked with --json, before anything is written (was: x.json written, then the error)
+    expect_usage_error("--csv ${scratch} is a folder" model --preset paper --json "${scratch}/x.json" --csv "${scratch}"
+                       ABSENT "${scratch}/x.json")
   elseif(sub STREQUAL "launch")
     expect_usage_error("--nproc" launch --nproc 0)
     expect_usage_error("--grace-s" launch --grace-s nan)
   elseif(sub STREQUAL "report")
     expect_usage_error("/nonexistent/reports" report --reports /nonexistent/reports)
     expect_usage_error("--note" report --note /dev/zero)  # reached 7.5 GB
+    expect_usage_error("--reports ${CMAKE_CURRENT_LIST_FILE} is not a folder" report --reports "${CMAKE_CURRENT_LIST_FILE}")
+    expect_usage_error("--out ${scratch} is a folder" report --reports "${scratch}" --out "${scratch}" --no-live ABSENT)
+    expect_run(RC 0 ARGS report --help LACKS "FILE:FILE")
   endif()
 endforeach()
 
+file(REMOVE_RECURSE "${scratch}")
 message("${cases} cases, ${failures} failed")
 if(failures GREATER 0)
   message(FATAL_ERROR "terngrad: ${failures} of ${cases} bad invocations did not give exit code 2 and one clear stderr line")

@@ -12,9 +12,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 shift || true
 build=build/fuzz
-
-[ -f "$build/CMakeCache.txt" ] || cmake --preset fuzz >/dev/null
-cmake --build "$build" --target tg_fuzz_targets -j2
+known="fuzz_decode fuzz_decode_resealed fuzz_encode fuzz_npy fuzz_store"
 
 corpus_of() {
   case "$1" in
@@ -26,9 +24,25 @@ corpus_of() {
   esac
 }
 
+# The arguments, before anything is built: libFuzzer reads -max_total_time=abc as 0, which means "no limit".
+if ! [[ $secs =~ ^[0-9]{1,9}$ ]] || [ "$((10#$secs))" -lt 1 ]; then
+  echo "fuzz.sh: seconds per target must be a whole number >= 1, not '$secs' (usage: bash scripts/fuzz.sh [seconds] [target ...])" >&2
+  exit 2
+fi
+secs=$((10#$secs))
+for t in "$@"; do
+  case " $known " in
+    *" $t "*) ;;
+    *) echo "fuzz.sh: unknown target '$t' (known: $known)" >&2; exit 2 ;;
+  esac
+done
+
+[ -f "$build/CMakeCache.txt" ] || cmake --preset fuzz >/dev/null
+cmake --build "$build" --target tg_fuzz_targets -j2
+
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  for t in fuzz_decode fuzz_decode_resealed fuzz_encode fuzz_npy fuzz_store; do
+  for t in $known; do
     [ -x "$build/fuzz/$t" ] && targets+=("$t")
   done
 fi

@@ -23,9 +23,9 @@
 #          its runs and report go under build/smoke/, never over the committed report.
 #
 # Environment (optional): NETS="lenet cifarnet", SEEDS="1 2 3 4 5", ARMS="float terngrad ...",
-# WORKERS="2 4", SIM_THREADS=N (threads computing the workers' gradients, `terngrad train --sim-threads`;
-# default: the machine's cores; the same bits for any N), OUT=reports/train/seeds, PYTHON=build/venv/bin/python,
-# TG_PACKAGE=<built package>.
+# WORKERS="2 4" (each must divide every net's total batch: LeNet's is 64), SIM_THREADS=N (threads computing
+# the workers' gradients, `terngrad train --sim-threads`; default: the machine's cores; the same bits for any
+# N), OUT=reports/train/seeds, PYTHON=build/venv/bin/python, TG_PACKAGE=<built package>.
 # smoke mode writes its runs and report under build/smoke/ unless OUT / REPORT_OUT say otherwise.
 # A finished run (its folder holds .complete, written after terngrad exited 0, naming the mode) is kept, not
 # run again: an interrupted study continues where it stopped, redoing only the run it was in. A run of the
@@ -78,6 +78,18 @@ net_options() {  # net, workers
   esac
 }
 
+# Every worker count splits every net's total batch evenly (`terngrad train` refuses a run otherwise, and
+# every run of that net would fail), checked before any run.
+for net in $NETS; do
+  for w in $WORKERS; do
+    batch=$(net_options "$net" "$w" | sed -n 's/.*--batch \([0-9]*\).*/\1/p')
+    if [[ -z $batch || $((batch % w)) -ne 0 ]]; then
+      echo "train-seeds: WORKERS=$w does not divide $net's total batch of ${batch:-?} images in $MODE mode (give worker counts that divide it)" >&2
+      exit 2
+    fi
+  done
+done
+
 KEEP_DIGESTED=${KEEP_DIGESTED:-0}
 [[ $KEEP_DIGESTED == 0 || $KEEP_DIGESTED == 1 ]] || { echo "train-seeds: KEEP_DIGESTED must be 0 or 1, not '$KEEP_DIGESTED'" >&2; exit 2; }
 [[ $KEEP_DIGESTED == 0 || $MODE == full ]] || { echo "train-seeds: KEEP_DIGESTED=1 is for full studies (the digests are of full runs)" >&2; exit 2; }
@@ -117,6 +129,7 @@ for seed in $SEEDS; do
              --no-progress --out "$OUT/$name"; then
           echo "$MODE" > "$OUT/$name/.complete"
         else
+          rmdir "$OUT/$name" 2>/dev/null || true  # a run that failed before writing anything leaves no empty folder
           failed=1
         fi
       done

@@ -350,7 +350,14 @@ void bind_verify(nb::module_& m) {
           gv.push_back(float_view(gs[i], nth("g", i, count).c_str()));
           sv.push_back(float_view(ss[i], nth("scalars", i, count).c_str()));
           tv_.push_back(view_of<std::int8_t>(ts[i], nth("trits", i, count).c_str()));
-          check_rows(tv_.back().array, sv.back().span.size(), gv.back().span.size(), nth("trits", i, count));
+          // The draws are the rows of trits: trits is named for its own shape, scalars for its count.
+          const AnyArray& ta = tv_.back().array;
+          const std::size_t d = gv.back().span.size();
+          const std::size_t draws = ta.ndim() >= 2 ? ta.shape(0) : (d > 0 ? ta.size() / d : sv.back().span.size());
+          check_rows(ta, draws, d, nth("trits", i, count));
+          if (sv.back().span.size() != draws)
+            bad_input(nth("scalars", i, count) + " has " + std::to_string(sv.back().span.size()) + " values for the " +
+                      std::to_string(draws) + " draws of " + nth("trits", i, count) + " (one scalar per draw)");
           samples.push_back({gv.back().span, tv_.back().span, sv.back().span, scalar_of(scalar, i, count), {}});
         }
         return run_checks(samples, clip, c, alpha, beta, independence, family);

@@ -54,10 +54,23 @@ template <typename T>
 View<T> view_of(nb::handle obj, const char* what) {
   View<T> v;
   const std::string dt = DtypeName<T>::name;
-  if (!nb::try_cast(obj, v.array, false))
-    throw nb::type_error((std::string(what) + " must be a NumPy " + dt + " array, got " + py_type_name(obj) +
+  if (!nb::try_cast(obj, v.array, false)) {
+    // An array nanobind cannot take as it is: name its dtype (a byte order other than the machine's, '>f4',
+    // is the usual one), not only its type.
+    std::string got = py_type_name(obj);
+    if (nb::hasattr(obj, "dtype") && nb::hasattr(obj.attr("dtype"), "isnative")) {
+      nb::object d = obj.attr("dtype");
+      const std::string code = nb::steal<nb::str>(PyObject_Str(d.attr("str").ptr())).c_str();
+      if (!nb::cast<bool>(d.attr("isnative")))
+        throw nb::type_error((std::string(what) + " must be little-endian (native) " + dt + ", got " + code +
+                              " (convert with x.astype(np." + dt + "))")
+                                 .c_str());
+      got += " of dtype " + code;
+    }
+    throw nb::type_error((std::string(what) + " must be a NumPy " + dt + " array, got " + got +
                           " (use np.asarray(x, dtype=np." + dt + "))")
                              .c_str());
+  }
   if (v.array.dtype() != nb::dtype<T>()) {
     std::string got = "?";
     if (nb::hasattr(obj, "dtype")) {

@@ -15,6 +15,7 @@ python:MODULE:FUNCTION, a draw function (terngrad.verify.run) imported from the 
 import argparse
 import importlib
 import os
+import stat
 import sys
 
 from ._version import __version__
@@ -102,11 +103,14 @@ def build_parser(verify):
     v.add_argument("--seed", type=_seed, default=None,
                    help=f"Seed of the gradients and of the codec streams (default: {DEFAULT_SEED})")
     v.add_argument("--alpha", type=_probability, default=None,
-                   help="Total false-fail probability of the run, in [1e-300, 0.5] (default: the profile's, 1e-6)")
+                   help="Total false-fail probability of the run, in [1e-300, 0.5] (default: the profile's, 1e-6 "
+                        "for quick and ci, 1e-9 for full; 1e-6 with --samples)")
     v.add_argument("--beta", type=_probability, default=None,
                    help="1 - power at which detectable effects are stated, in [1e-300, 0.5] (default: 1e-3)")
-    v.add_argument("--json", metavar="FILE", help="Write the results as JSON to FILE")
-    v.add_argument("--junit", metavar="FILE", help="Write the results as JUnit XML to FILE")
+    v.add_argument("--json", metavar="FILE", help="Write the results as JSON to FILE ('-': on stdout, instead of "
+                                                  "the table)")
+    v.add_argument("--junit", metavar="FILE", help="Write the results as JUnit XML to FILE ('-': on stdout, instead "
+                                                   "of the table)")
     v.add_argument("--skip", type=_list_of(verify.CHECKS, "check"), default=[], metavar="C,...",
                    help="Checks to leave out, comma-separated (e.g. cross for a codec with its own random stream): "
                         + ", ".join(verify.CHECKS) + " (default: none)")
@@ -129,17 +133,67 @@ def build_parser(verify):
     return p
 
 
+def _probe(folder):
+    """None when entries can be made in the existing folder, else why not: a probe folder made and removed at once
+    (os.access says yes to root on a read-only or special file system)."""
+    for k in range(100):
+        probe = os.path.join(folder, f".tg-probe-{os.getpid()}-{k}")
+        try:
+            os.mkdir(probe, 0o700)
+        except FileExistsError:
+            continue
+        except OSError as e:
+            return e.strerror or str(e)
+        os.rmdir(probe)
+        return None
+    return "no free name for a probe"
+
+
 def _check_writable(option, path):
-    """As the C++ program: fail before a (possibly long) run when the report could not be written."""
-    if not path:
+    """As the C++ program: fail before a (possibly long) run when the report could not be written, naming what the
+    path is. Creates nothing: a missing folder is made by the writer, right before the report goes into it."""
+    if not path or path == "-":
         return
-    folder = os.path.dirname(os.path.abspath(path))
     try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError:
-        pass
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK) or os.path.isdir(path):
-        raise UsageError(f"{option} {path}: cannot write into folder {folder}")
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    except OSError as e:
+        raise UsageError(f"{option} {path}: {e.strerror or e}") from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"{option} {path} is a folder, not a file (give a file name)")
+        if stat.S_ISBLK(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+            what = "a block device" if stat.S_ISBLK(st.st_mode) else "a socket"
+            raise UsageError(f"{option} {path} is {what} (outputs go to files, character devices or FIFOs)")
+        if not stat.S_ISREG(st.st_mode) or path.startswith(("/proc/", "/dev/fd/", "/dev/std")):
+            return  # written in place
+        folder = os.path.dirname(os.path.realpath(path)) or "."
+        why = _probe(folder)
+        if why:
+            raise UsageError(f"{option} {path}: cannot write into folder {folder}: {why}")
+        return
+    parent = os.path.dirname(path)
+    folder = parent or "."
+    while True:  # the nearest existing folder, where the writer would make the missing ones
+        try:
+            fst = os.stat(folder)
+        except (FileNotFoundError, NotADirectoryError) as e:
+            up = os.path.dirname(folder) or "."
+            if up == folder:
+                raise UsageError(f"{option} {path}: {folder}: {e.strerror or e}") from None
+            folder = up
+            continue
+        except OSError as e:
+            raise UsageError(f"{option} {path}: {folder}: {e.strerror or e}") from None
+        if not stat.S_ISDIR(fst.st_mode):
+            why = f"{folder} is not a folder"
+        else:
+            why = _probe(folder)
+            why = why and f"cannot write into {folder}: {why}"
+        break
+    if why:
+        raise UsageError(f"{option} {path}: " + (why if folder == (parent or ".") else f"cannot create folder {parent}: {why}"))
 
 
 def _write(path, text):
@@ -164,6 +218,30 @@ def _python_impl(spec):
     return fn
 
 
+def _load_npy(path, np):
+    """A .npy file of --samples, or one line saying why it is not one (no traceback, no pickle)."""
+    if not os.path.isfile(path):
+        raise UsageError(f"--samples: {path}: " + ("not a regular file (a FIFO, device or folder is refused)"
+                                                   if os.path.exists(path) else "file not found"))
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(6)
+        if magic != b"\x93NUMPY":
+            raise UsageError(f"--samples: {path} is not a .npy file ("
+                             + ("it is empty" if not magic else "it does not start with the .npy magic \\x93NUMPY")
+                             + "; write it with np.save)")
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise UsageError(f"--samples: {path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+
+
+def _check_outputs(a):
+    if a.json == "-" and a.junit == "-":
+        raise UsageError("--json - and --junit - cannot both go to stdout")
+    _check_writable("--json", a.json)
+    _check_writable("--junit", a.junit)
+
+
 def _samples(a, verify):
     import numpy as np
 
@@ -173,13 +251,11 @@ def _samples(a, verify):
     for s in a.skip:
         if s != "independence":
             raise UsageError(f"--samples: only the independence check can be skipped, not '{s}'")
+    _check_outputs(a)
     grads, values = [], []
     for gp, vp in a.samples:
-        try:
-            grads.append(np.load(gp, allow_pickle=False))
-            values.append(np.load(vp, allow_pickle=False))
-        except (OSError, ValueError) as e:
-            raise UsageError(f"--samples: {e}") from None
+        grads.append(_load_npy(gp, np))
+        values.append(_load_npy(vp, np))
     kw = {} if a.alpha is None else {"alpha": a.alpha}
     if a.beta is not None:
         kw["beta"] = a.beta
@@ -191,8 +267,6 @@ def _verify(a, verify):
     for option in ("clip", "c", "scalar"):
         if getattr(a, option) is not None and not a.samples:
             raise UsageError(f"--{option} needs --samples")
-    _check_writable("--json", a.json)
-    _check_writable("--junit", a.junit)
     if a.list_mutants:
         for name, text in verify.MUTANTS.items():
             print(f"mutant:{name:<18} {text}")
@@ -204,15 +278,19 @@ def _verify(a, verify):
     else:
         impl = "optimized" if a.impl is None else a.impl
         target = _python_impl(impl[len("python:"):]) if impl.startswith("python:") else impl
+        _check_outputs(a)
         result = verify.run(target, profile=a.profile or "ci", seed=DEFAULT_SEED if a.seed is None else a.seed,
                             skip=a.skip, supports=a.supports, alpha=a.alpha, beta=a.beta,
                             progress=not a.no_progress, name=impl if target is not impl else None)
-    sys.stdout.write(result.table())
+    if "-" not in (a.json, a.junit):  # a report on stdout goes there instead of the table
+        sys.stdout.write(result.table())
+    for path, text in ((a.json, result.to_json), (a.junit, result.to_junit)):
+        if path == "-":
+            sys.stdout.write(text())
+        elif path:
+            sys.stdout.flush()
+            _write(path, text())
     sys.stdout.flush()
-    if a.json:
-        _write(a.json, result.to_json())
-    if a.junit:
-        _write(a.junit, result.to_junit())
     return 0 if result.passed else 1
 
 

@@ -42,6 +42,9 @@ expect train-seeds "train-seeds: SEEDS must be integers >= 0, not 'x'" SEEDS="1 
 expect train-seeds "train-seeds: WORKERS must be integers >= 1, not '0'" WORKERS="2 0" -- /bin/true full
 expect train-seeds "train-seeds: SEEDS is empty" SEEDS=" " -- /bin/true smoke
 expect train-seeds "train-seeds: SIM_THREADS must be integers >= 1, not '0'" SIM_THREADS=0 -- /bin/true smoke
+# a worker count that does not divide a net's total batch: refused before any run (was: every LeNet run failed)
+expect train-seeds "train-seeds: WORKERS=3 does not divide lenet's total batch of 64 images in full mode" WORKERS="2 3" -- /bin/true full
+expect train-seeds "train-seeds: WORKERS=3 does not divide lenet's total batch of 64 images in smoke mode" WORKERS=3 -- /bin/true smoke
 expect rank-splits "rank-splits: STEPS must be integers >= 2, not '1'" STEPS=1 -- /bin/true smoke
 expect rank-splits "rank-splits: RANKS must be integers >= 1, not 'two'" RANKS="two" -- /bin/true smoke
 
@@ -98,6 +101,20 @@ if [[ $rc != 1 || ! -e $tmp/started ]]; then
 fi
 rm -f "$tmp/started"
 
+# A run that fails before writing anything leaves no empty run folder: this "binary" makes its --out, then fails.
+cases=$((cases + 1))
+mkout="$tmp/mkout-terngrad"
+# shellcheck disable=SC2016  # the fake binary's own $1 and $2
+printf '#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = --out ] && mkdir -p "$2"; shift; done\nexit 1\n' > "$mkout"
+chmod +x "$mkout"
+env OUT="$tmp/emptyrun/runs" REPORT_OUT="$tmp/emptyrun/report" PYTHON=/bin/true NETS=lenet SEEDS=1 ARMS=float WORKERS=2 \
+  bash "$root/scripts/train-seeds.sh" "$mkout" full > "$tmp/stdout" 2> "$tmp/stderr"
+rc=$?
+if [[ $rc != 1 || -e $tmp/emptyrun/runs/lenet-float-w2-s1 ]]; then
+  echo "FAIL: a failed run: exit $rc (want 1), run folder $([[ -e $tmp/emptyrun/runs/lenet-float-w2-s1 ]] && echo left behind || echo removed)" >&2
+  fails=$((fails + 1))
+fi
+
 # smoke mode's default folders are under build/smoke/ of the checkout the script is in, never reports/
 for s in train-seeds rank-splits; do
   cases=$((cases + 1))
@@ -137,6 +154,26 @@ reproduce_case reproduce-train lenet "$tmp/no-such-terngrad" 2 "reproduce-train:
 reproduce_case reproduce-train lenet "$fake" 1 "reproduce-train: 4 runs failed"
 reproduce_case reproduce-convex "" "$tmp/no-such-terngrad" 2 "reproduce-convex: $tmp/no-such-terngrad is not an executable terngrad binary"
 reproduce_case reproduce-convex "" "$fake" 1 "reproduce-convex: a run failed (log above); reports/convex left as it was"
+
+# scripts/fuzz.sh checks its seconds and target names before building anything (was: `fuzz.sh abc` fuzzed with
+# -max_total_time=abc, no limit). Run from a copy of the script, so that a check that let one through builds nothing.
+mkdir -p "$tmp/fuzzcopy/scripts"
+cp "$root/scripts/fuzz.sh" "$tmp/fuzzcopy/scripts/"
+fuzz_case() {  # <stderr substring> <arguments...>
+  local want=$1; shift
+  cases=$((cases + 1))
+  bash "$tmp/fuzzcopy/scripts/fuzz.sh" "$@" > "$tmp/stdout" 2> "$tmp/stderr"
+  local rc=$?
+  if [[ $rc != 2 || $(wc -l < "$tmp/stderr") != 1 || -s $tmp/stdout || -e $tmp/fuzzcopy/build ]] || ! grep -qF -- "$want" "$tmp/stderr"; then
+    echo "FAIL: fuzz.sh $*: exit $rc; want exit 2, one line '$want', nothing built; stderr:" >&2
+    cat "$tmp/stderr" >&2
+    fails=$((fails + 1))
+  fi
+}
+fuzz_case "fuzz.sh: seconds per target must be a whole number >= 1, not 'abc'" abc
+fuzz_case "fuzz.sh: seconds per target must be a whole number >= 1, not '0'" 0
+fuzz_case "fuzz.sh: seconds per target must be a whole number >= 1, not '99999999999'" 99999999999
+fuzz_case "fuzz.sh: unknown target 'fuzz_bogus' (known: fuzz_decode" 5 fuzz_decode fuzz_bogus
 
 echo "$((cases - fails)) of $cases cases as expected"
 [[ $fails == 0 ]]

@@ -208,6 +208,9 @@ def test_wrong_dtype_is_a_type_error_naming_it():
         tg.ternarize(np.zeros(4, dtype=np.int32))
     with pytest.raises(TypeError, match="NumPy float32 array, got list"):
         tg.encode([1.0, 2.0])
+    # a byte order other than the machine's is named (was: "got numpy.ndarray")
+    with pytest.raises(TypeError, match=r"must be little-endian \(native\) float32, got >f4"):
+        tg.encode(np.zeros(4, dtype=">f4"))
     with pytest.raises(TypeError, match="bytes"):
         tg.decode(12)
     with pytest.raises(TypeError, match="uint8"):

@@ -69,7 +69,9 @@ def test_verify_python_draw_function(tmp_path):
     (["verify", "--impl", "fastest"], "unknown --impl 'fastest'"),
     (["verify", "--impl", "python:no_such_module:draw"], "No module named 'no_such_module'"),
     (["verify", "--clip", "clip"], "--clip needs --samples"),
-    (["verify", "--json", "/proc/none/r.json"], "cannot write into folder"),
+    (["verify", "--json", "/proc/none/r.json"], "cannot create folder /proc/none"),
+    (["verify", "--json", "/"], "--json / is a folder, not a file"),  # was: "cannot write into folder /"
+    (["verify", "--json", "-", "--junit", "-"], "cannot both go to stdout"),
     (["verify", "--supports", "spec-stream"], "names no clipping mode"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(args, message):
@@ -79,9 +81,47 @@ def test_usage_errors_are_one_line_and_exit_2(args, message):
     assert message in r.stderr and r.stdout == ""
 
 
+def test_verify_bad_paths_are_one_line_and_leave_nothing(tmp_path):
+    import numpy as np
+
+    def refused(*args, message):
+        r = cli(*args, cwd=tmp_path)
+        assert r.returncode == 2 and r.stdout == "", r.stderr
+        assert r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
+
+    # a usage error after an output path with missing folders: the folders are not made
+    refused("verify", "--json", str(tmp_path / "nd1" / "a" / "b" / "x.json"), "--impl", "fastest",
+            message="unknown --impl 'fastest'")
+    assert not (tmp_path / "nd1").exists()
+    refused("verify", "--json", str(tmp_path), message=f"--json {tmp_path} is a folder, not a file")
+    # --samples files that are not .npy: named, no traceback (was: EOFError, exit 1; a pickle message)
+    g = tmp_path / "g.npy"
+    np.save(g, np.linspace(-1, 1, 8, dtype=np.float32))
+    (tmp_path / "empty.npy").write_bytes(b"")
+    (tmp_path / "garbage.npy").write_bytes(b"not a numpy file at all")
+    np.save(tmp_path / "big.npy", np.linspace(-1, 1, 8).astype(">f4"))
+    v = tmp_path / "v.npy"
+    np.save(v, np.zeros((4, 8), dtype=np.float32))
+    refused("verify", "--samples", str(tmp_path / "empty.npy"), str(v), message="empty.npy is not a .npy file (it is empty")
+    refused("verify", "--samples", str(tmp_path / "garbage.npy"), str(v),
+            message="garbage.npy is not a .npy file (it does not start with the .npy magic \\x93NUMPY")
+    refused("verify", "--samples", str(tmp_path / "big.npy"), str(v),
+            message="g must be little-endian (native) float32, got >f4")
+    refused("verify", "--samples", str(g), str(tmp_path), message="not a regular file")
+
+
+def test_verify_json_dash_is_stdout(tmp_path):
+    r = cli("verify", "--profile", "quick", "--no-progress", "--skip", "streams,collision,cross,aggregate,independence",
+            "--json", "-", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["runs"][0]["implementation"] == "optimized"  # the JSON alone, no table
+    assert not (tmp_path / "-").exists()
+
+
 def test_help_states_the_defaults():
     out = " ".join(cli("verify", "--help").stdout.split())
-    for default in ("(default: optimized)", "(default: ci)", "(default: 20171204)", "(default: all)"):
+    for default in ("(default: optimized)", "(default: ci)", "(default: 20171204)", "(default: all)",
+                    "1e-6 for quick and ci, 1e-9 for full"):  # --alpha: the full profile's is 1e-9
         assert default in out
 
 

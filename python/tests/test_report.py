@@ -128,6 +128,45 @@ def test_bad_arguments(tmp_path, capsys):
     assert "'runs' list" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("name, data, problem", [
+    ("v.json", {"tool": "terngrad verify", "runs": [1]}, "runs[0] is int, not an object"),
+    ("v.json", {"tool": "terngrad verify", "runs": [{"rows": "x"}]}, "runs[0].rows is str, not a list"),
+    ("v.json", {"tool": "terngrad verify", "runs": [{"rows": [{"check": 3}]}]}, "runs[0].rows[0].check is not text"),
+    ("v.json", {"tool": "terngrad verify", "runs": [{"rows": [{"alpha": "0.1"}]}]}, "alpha is not a number"),
+    ("v.json", {"tool": "terngrad verify", "runs": [{"sizes": [1]}]}, "runs[0].sizes is not an object"),
+    ("b.json", {"benchmarks": "x", "context": {}}, "'benchmarks' is not a list"),
+    ("b.json", {"benchmarks": [{"name": "BM_Memcpy/1024", "bytes_per_second": 1e9}], "context": "x"},
+     "'context' is not an object"),
+    ("b.json", {"benchmarks": [{"name": 7, "bytes_per_second": 1e9}], "context": {}}, "benchmarks[0].name is not text"),
+    ("b.json", {"benchmarks": [3], "context": {}}, "benchmarks[0] is int, not an object"),
+    ("run/run.json", {"config": {}, "evals": None}, "'evals' is not a list"),
+    ("run/run.json", {"config": "x", "evals": []}, "'config' is not an object"),
+    ("run/run.json", {"config": {}, "evals": [], "bytes_per_worker_step": {"payload_all": "1", "float32_all": "2"}},
+     "bytes_per_worker_step.payload_all is not a number"),
+    ("c.json", {"curves": [{"method": "float", "dist2_mean": "x", "t": [1, 2]}]}, "'dist2_mean' is str, not a list"),
+])
+def test_valid_json_of_the_wrong_shape_is_one_line_naming_the_file(tmp_path, capsys, name, data, problem):
+    """Valid JSON, recognised as a tool's output, whose parts have the wrong types: exit 2 and one line naming the
+    file and the part (was: a traceback from the section that read it)."""
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text(json.dumps(data))
+    assert report.main(["--reports", str(tmp_path), "--no-live", "--no-html"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and name in err and problem in err, err
+    assert not (tmp_path / "index.md").exists()
+
+
+def test_reports_and_out_that_are_the_wrong_kind_of_path(tmp_path, capsys):
+    (tmp_path / "g.npy").write_bytes(b"\x93NUMPY")
+    assert report.main(["--reports", str(tmp_path / "g.npy"), "--no-live"]) == 2
+    assert "is not a folder" in capsys.readouterr().err  # was: "does not exist"
+    (tmp_path / "x.md").mkdir()
+    assert report.main(["--reports", str(tmp_path), "--out", str(tmp_path / "x.md"), "--no-live"]) == 2
+    assert "is a folder, not a file" in capsys.readouterr().err
+    assert report.main(["--reports", str(tmp_path), "--out", str(tmp_path / "g.npy" / "i.md"), "--no-live"]) == 2
+    assert "g.npy is not a folder" in capsys.readouterr().err
+
+
 def test_live_section_uses_the_bindings(tmp_path):
     pytest.importorskip("terngrad")
     assert report.main(["--reports", str(tmp_path), "--no-html", "--live-draws", "300"]) == 0

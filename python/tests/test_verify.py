@@ -166,6 +166,12 @@ def test_bad_samples_are_named():
         tv.check_samples(g, trits[:, :99].copy(), sc)
     with pytest.raises(tg.CodecError, match="at least 2"):
         tv.check_samples(g, trits[:1].copy(), sc[:1].copy())
+    # too few scalars: scalars is named, not trits, whose shape is right (was: "trits has shape (8, 100), expected (2, 100)")
+    with pytest.raises(tg.CodecError, match=r"scalars has 2 values for the 8 draws of trits \(one scalar per draw\)"):
+        tv.check_samples(g, trits, sc[:2].copy())
+    # a big-endian array is named as such (was: "must be a NumPy float32 array, got numpy.ndarray")
+    with pytest.raises(TypeError, match=r"g must be little-endian \(native\) float32, got >f4"):
+        tv.check_samples(g.astype(">f4"), trits, sc)
     with pytest.raises(tg.CodecError, match=r"values must have shape \(draws, 100\)"):
         tv.check_values(g, (s * trits[0]).astype(np.float32))
     with pytest.raises(tg.CodecError, match="1 gradients and 2 value arrays"):

@@ -41,6 +41,55 @@ def find_convex_curves(obj):
 
 
 
+def _expect(path, ok, problem):
+    if not ok:
+        raise InputError(f"{path}: {problem}")
+
+
+NUMBER = (int, float)
+
+
+def check_verify_json(path, data):
+    """The parts of a `terngrad verify` JSON that section_verify reads, with the types it reads them as."""
+    runs = data.get("runs")
+    _expect(path, isinstance(runs, list), "a `terngrad verify` JSON without a 'runs' list")
+    for i, run in enumerate(runs):
+        _expect(path, isinstance(run, dict), f"runs[{i}] is {type(run).__name__}, not an object (one per run)")
+        rows = run.get("rows", [])
+        _expect(path, isinstance(rows, list), f"runs[{i}].rows is {type(rows).__name__}, not a list of rows")
+        _expect(path, run.get("sizes") is None or isinstance(run["sizes"], dict), f"runs[{i}].sizes is not an object")
+        for k, r in enumerate(rows):
+            _expect(path, isinstance(r, dict), f"runs[{i}].rows[{k}] is {type(r).__name__}, not an object")
+            for key in ("check", "family", "kind", "detail", "statistic", "threshold"):
+                _expect(path, r.get(key) is None or isinstance(r[key], str), f"runs[{i}].rows[{k}].{key} is not text")
+            _expect(path, r.get("alpha") is None or isinstance(r["alpha"], NUMBER),
+                    f"runs[{i}].rows[{k}].alpha is not a number")
+
+
+def check_bench_json(path, data):
+    """A Google Benchmark JSON as section_bench reads it."""
+    _expect(path, isinstance(data["context"], dict), "'context' is not an object (a Google Benchmark JSON)")
+    _expect(path, isinstance(data["benchmarks"], list), "'benchmarks' is not a list (a Google Benchmark JSON)")
+    for i, b in enumerate(data["benchmarks"]):
+        _expect(path, isinstance(b, dict), f"benchmarks[{i}] is {type(b).__name__}, not an object")
+        if "bytes_per_second" in b and b.get("run_type") != "aggregate":
+            _expect(path, isinstance(b.get("name"), str), f"benchmarks[{i}].name is not text")
+            _expect(path, isinstance(b["bytes_per_second"], NUMBER), f"benchmarks[{i}].bytes_per_second is not a number")
+
+
+def check_train_json(path, data):
+    """A `terngrad train` run.json as section_train reads it."""
+    _expect(path, isinstance(data["config"], dict), "'config' is not an object (a `terngrad train` run.json)")
+    _expect(path, isinstance(data["evals"], list), "'evals' is not a list (a `terngrad train` run.json)")
+    for i, e in enumerate(data["evals"]):
+        _expect(path, isinstance(e, dict), f"evals[{i}] is {type(e).__name__}, not an object")
+    b = data.get("bytes_per_worker_step")
+    _expect(path, b is None or isinstance(b, dict), "'bytes_per_worker_step' is not an object")
+    for key in ("payload_all", "float32_all"):
+        _expect(path, not b or b.get(key) is None or isinstance(b[key], NUMBER),
+                f"bytes_per_worker_step.{key} is not a number")
+
+
 def discover(root, skip):
     """Classifies every .json/.csv under root. Returns a dict of lists by kind."""
     found = {"verify": [], "bench": [], "convex": [], "train": [], "unrecognised": []}
@@ -54,12 +103,13 @@ def discover(root, skip):
         if path.suffix == ".json":
             data = read_json(path)
             if isinstance(data, dict) and data.get("tool") == "terngrad verify":
-                if not isinstance(data.get("runs"), list):
-                    raise InputError(f"{path}: a `terngrad verify` JSON without a 'runs' list")
+                check_verify_json(path, data)
                 found["verify"].append((rel, data))
             elif isinstance(data, dict) and "benchmarks" in data and "context" in data:
+                check_bench_json(path, data)
                 found["bench"].append((rel, data))
             elif isinstance(data, dict) and "config" in data and "evals" in data:
+                check_train_json(path, data)
                 train_dirs.setdefault(path.parent, {})["run"] = (rel, data)
             elif find_convex_curves(data):
                 config = data.get("config") if isinstance(data, dict) and isinstance(data.get("config"), dict) else {}
@@ -110,11 +160,17 @@ def curves_from_csv(rows, path):
     return curves
 
 
+# the per-step series of a curve that section_convex plots: lists when present
+SERIES = ("t", "dist2_mean", "dist2_p10", "dist2_p90", "dist2_predicted", "var_measured", "var_identity")
+
+
 def curves_from_json(items, path):
     curves = {}
     for item in items:
         c = {}
         for k, v in item.items():
+            _expect(path, k not in SERIES or v is None or isinstance(v, list),
+                    f"curves of method {item.get('method')!r}: '{k}' is {type(v).__name__}, not a list")
             if isinstance(v, list):
                 c[k] = [num(x) for x in v]
             elif k != "method":
@@ -572,10 +628,23 @@ def md_to_html(text, title):
 
 # ---- main ----------------------------------------------------------------------------------------
 
+def check_output(out_md):
+    """--out, before the inputs are read: not a folder, and its folder is one or can be made (nothing is created)."""
+    if out_md.is_dir():
+        raise InputError(f"--out {out_md} is a folder, not a file (give a .md file name)")
+    folder = out_md.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"--out {out_md}: cannot create folder {out_md.parent}: {folder} is not a folder")
+
+
 def render(reports, out_md, title, html_too, live, argv, live_draws=2000, note=None):
     pyplot()  # matplotlib on the Agg backend before any section imports it
     if not reports.is_dir():
-        raise InputError(f"reports folder {reports} does not exist")
+        raise InputError(f"--reports {reports} is not a folder" if reports.exists()
+                         else f"reports folder {reports} does not exist")
+    check_output(out_md)
     out_dir = out_md.parent
     skip = {out_md.resolve(), out_md.with_suffix(".html").resolve()}
     found = discover(reports, skip)
