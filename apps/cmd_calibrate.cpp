@@ -76,7 +76,9 @@ static Command calibrate_command() {
     sub->add_option("--alpha", opts->alpha, "alpha_total of each run (large, so that rejections can be counted)")
         ->check(CLI::Range(1e-12, 0.5))
         ->capture_default_str();
-    sub->add_option("--ci", opts->ci, "Simultaneous confidence level of the per-row intervals")
+    sub->add_option("--ci", opts->ci,
+                    "1 - the probability that the verdict wrongly says NOT CALIBRATED (split over every row and the "
+                    "whole-run rate)")
         ->check(CLI::Range(0.5, 0.999999))
         ->capture_default_str();
     sub->add_option("--threads", opts->threads, "Runs in parallel (0: one per hardware thread)")->capture_default_str();

@@ -210,9 +210,6 @@ Result run_battery(Sampler& sampler, const Options& options) {
       j.grad = gradient(f, GradientVariant::plain);
       j.params = base;  // clipping off, or the implementation's only mode
       j.steps = P.steps;
-      j.structure = on("structure");
-      j.unbiased = on("unbiased");
-      j.variance = on("variance");
       j.independence = on("independence") && among(f, {"gaussian", "laplace", "lenet"});
       j.p_bins = on("unbiased") && f == "pladder";  // its bins hold fixed shares of the elements (families.hpp)
       jobs.push_back(std::move(j));
@@ -247,6 +244,13 @@ Result run_battery(Sampler& sampler, const Options& options) {
       j.steps = P.steps;
       jobs.push_back(std::move(j));
     }
+  // --skip structure / unbiased / variance leaves those rows out of every job, the clipping and layerwise
+  // ones (clipping.unbiased, layerwise.structure, ...) included.
+  for (auto& j : jobs) {
+    j.structure = on("structure");
+    j.unbiased = on("unbiased");
+    j.variance = on("variance");
+  }
   for (std::size_t i = 0; i < jobs.size(); ++i)
     jobs[i].stream_seed = derive_seed(options.seed, KeyPurpose::job, static_cast<std::uint32_t>(i));
   std::vector<std::string> plan;

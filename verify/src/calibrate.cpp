@@ -27,7 +27,7 @@ std::vector<std::string> Calibration::problems() const {
   for (const auto& r : rows)
     if (!r.ok) out.push_back(r.id + ": " + r.problem);
   if (run_fail_lo > options.alpha_total)
-    out.push_back(strf("whole runs fail %zu of %zu times at alpha_total %.3g (95%% CI %.3g..%.3g)", run_fails, runs,
+    out.push_back(strf("whole runs fail %zu of %zu times at alpha_total %.3g (CI %.3g..%.3g)", run_fails, runs,
                        options.alpha_total, run_fail_lo, run_fail_hi));
   return out;
 }
@@ -100,7 +100,11 @@ Calibration calibrate(const std::function<std::unique_ptr<Sampler>()>& make, con
     }
   }
   namespace bm = boost::math;
-  const double a = (1.0 - o.ci) / static_cast<double>(std::max<std::size_t>(1, cal.rows.size()));  // per row
+  // The verdict's own false-alarm budget 1 - ci, split (Bonferroni) over the rows and the whole-run rate;
+  // each row's share over its four one-sided decisions (mean: both tails; SD above 1; p-values too small;
+  // failures too many), a quarter each.
+  const double a_test = (1.0 - o.ci) / static_cast<double>(cal.rows.size() + 1);
+  const double a = a_test / 4.0;  // per decision of a row
   for (std::size_t i = 0; i < cal.rows.size(); ++i) {
     CalibrationRow& c = cal.rows[i];
     const auto& z = zs[i];
@@ -114,12 +118,12 @@ Calibration calibrate(const std::function<std::unique_ptr<Sampler>()>& make, con
       c.z_mean = m;
       c.z_sd = std::sqrt(ss / dof);
       // Student t with n - 1 degrees of freedom: the SD is estimated from the same few seeds
-      const double tq = bm::quantile(bm::complement(bm::students_t_distribution<double>(dof), a / 2.0));
+      const double tq = bm::quantile(bm::complement(bm::students_t_distribution<double>(dof), a / 2.0));  // a over both tails
       c.mean_lo = m - tq * c.z_sd / std::sqrt(static_cast<double>(z.size()));
       c.mean_hi = m + tq * c.z_sd / std::sqrt(static_cast<double>(z.size()));
       bm::chi_squared_distribution<double> chi(dof);
-      c.sd_lo = std::sqrt(ss / bm::quantile(bm::complement(chi, a / 2.0)));
-      c.sd_hi = std::sqrt(ss / bm::quantile(chi, a / 2.0));
+      c.sd_lo = std::sqrt(ss / bm::quantile(bm::complement(chi, a)));  // one-sided at a: only SD > 1 fails
+      c.sd_hi = std::sqrt(ss / bm::quantile(chi, a));
       if (c.sd_lo > 1.0)
         c.problem = strf("standardized SD %.3f (CI %.3f..%.3f) is above 1: the row is anti-conservative", c.z_sd, c.sd_lo, c.sd_hi);
       else if (c.mean_lo > 0.0 || c.mean_hi < 0.0)
@@ -131,7 +135,7 @@ Calibration calibrate(const std::function<std::unique_ptr<Sampler>()>& make, con
     // p-values valid: P(p <= 0.05) <= 0.05 and P(fail) <= alpha, each with a simultaneous CP bound.
     using B = bm::binomial_distribution<double>;
     auto lower = [&](std::size_t k) {
-      return k == 0 ? 0.0 : B::find_lower_bound_on_p(static_cast<double>(c.n), static_cast<double>(k), a / 2.0,
+      return k == 0 ? 0.0 : B::find_lower_bound_on_p(static_cast<double>(c.n), static_cast<double>(k), a,
                                                      B::clopper_pearson_exact_interval);
     };
     if (c.problem.empty() && lower(c.p05) > 0.05)
@@ -140,7 +144,7 @@ Calibration calibrate(const std::function<std::unique_ptr<Sampler>()>& make, con
       c.problem = strf("failed %zu of %zu runs at alpha %.3g", c.fails, c.n, c.alpha);
     c.ok = c.problem.empty();
   }
-  Interval iv = clopper_pearson(cal.runs, cal.run_fails, 0.05);
+  Interval iv = clopper_pearson(cal.runs, cal.run_fails, 2.0 * a_test);  // its lower end one-sided at a_test
   cal.run_fail_lo = iv.lo;
   cal.run_fail_hi = iv.hi;
   cal.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -155,9 +159,12 @@ std::string format_calibration(const Calibration& cal) {
                          static_cast<unsigned long long>(o.base.seed + o.seeds - 1), o.seeds, o.alpha_total);
   out += strf("Per statistical row: its standardized statistic z = S/sqrt(Var S under H0) over the seeds (mean 0 and "
               "SD 1 when the row's variance is right; SD < 1 is conservative), and how often its p-value (or bound) "
-              "was <= 0.05 and it failed at its alpha share. Intervals are simultaneous at %.0f%% over the %zu rows "
-              "(Bonferroni).\n\n",
-              100.0 * o.ci, cal.rows.size());
+              "was <= 0.05 and it failed at its alpha share. The verdict wrongly says NOT CALIBRATED with probability "
+              "at most %.2g: that budget is split over the %zu rows and the whole-run rate (Bonferroni), a row's share "
+              "over its four decisions (mean 0, SD not above 1, p-values, failures). Each interval shown is the one its "
+              "decision uses. The SD interval assumes normal z; with %u seeds it cannot tell an SD below its upper "
+              "end from 1.\n\n",
+              1.0 - o.ci, cal.rows.size(), o.seeds);
   std::size_t w = 2;
   for (const auto& r : cal.rows) w = std::max(w, r.id.size());
   out += strf("%-*s  %5s  %-24s  %-24s  %-9s  %-14s  %s\n", static_cast<int>(w), "row", "n", "mean z [CI]", "SD z [CI]",
@@ -169,9 +176,9 @@ std::string format_calibration(const Calibration& cal) {
                 sd.c_str(), strf("%.3f", r.n ? double(r.p05) / r.n : 0.0).c_str(),
                 strf("%zu (%.2g)", r.fails, r.alpha).c_str(), r.ok ? "ok" : ("NOT CALIBRATED: " + r.problem).c_str());
   }
-  out += strf("\nwhole runs: %zu of %zu failed at alpha_total %.3g: rate %.4f (95%% CI %.4f..%.4f)\n", cal.run_fails,
+  out += strf("\nwhole runs: %zu of %zu failed at alpha_total %.3g: rate %.4f (CI %.4f..%.4f at %.3g%%)\n", cal.run_fails,
               cal.runs, o.alpha_total, cal.runs ? double(cal.run_fails) / cal.runs : 0.0, cal.run_fail_lo,
-              cal.run_fail_hi);
+              cal.run_fail_hi, 100.0 * (1.0 - 2.0 * (1.0 - o.ci) / static_cast<double>(cal.rows.size() + 1)));
   auto problems = cal.problems();
   out += strf("verdict: %s in %.0f s\n", problems.empty() ? "CALIBRATED" : "NOT CALIBRATED", cal.seconds);
   for (const auto& p : problems) out += "  " + p + "\n";

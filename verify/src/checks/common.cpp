@@ -23,11 +23,13 @@ std::string strf(const char* f, ...) {
 }
 
 std::uint64_t ulp_distance(float a, float b) {
-  // For finite non-negative floats the bit patterns are ordered like the values.
+  // Ordinal of a float: the bit pattern for x >= 0 (ordered like the values), its negation below 0, so
+  // that -x lies as far from x as the ordinals of both magnitudes together (never 0 ulps away).
   auto ord = [](float x) {
     std::uint32_t u;
     std::memcpy(&u, &x, sizeof u);
-    return static_cast<std::int64_t>(u & 0x7fffffffu);
+    const std::int64_t m = static_cast<std::int64_t>(u & 0x7fffffffu);
+    return (u >> 31) ? -m : m;
   };
   std::int64_t d = ord(a) - ord(b);
   return static_cast<std::uint64_t>(d < 0 ? -d : d);

@@ -709,13 +709,24 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
     }
     c.progress.add(static_cast<double>(cnt) * static_cast<double>(D), what);
   }
-  // Determinism: the same key gives the same trits and scalar (first layer, steps 0..1).
+  // Determinism: the same key gives the same trits and scalar (first layer, steps 0..1), and row j of a
+  // request is the draw of step K + j whatever the request: step 1 asked alone must be row 1 of the first
+  // request (a codec that seeds its generator per request instead of per step differs there).
   if (!job.fixed_samples) {
     const SpecLayer& l = sp.layers.front();
     std::uint32_t m = std::min<std::uint32_t>(2, n);
     Draws again = c.sampler.draw({l.layer->g, job.params, {job.stream_seed, 0, l.tensor, 0}, m, l.request_scalar});
     if (again.trits != obs.front().first_rows || again.scalars != obs.front().first_scalars)
       structure_fail(l.layer->name + ": drawing steps 0..1 again with the same key gave different output");
+    if (m == 2) {
+      const std::size_t d = l.layer->g.size();
+      Draws alone = c.sampler.draw({l.layer->g, job.params, {job.stream_seed, 0, l.tensor, 1}, 1, l.request_scalar});
+      const auto& first = obs.front().first_rows;
+      if (alone.scalars.size() != 1 || alone.scalars[0] != obs.front().first_scalars[1] || alone.trits.size() != d ||
+          !std::equal(alone.trits.begin(), alone.trits.end(), first.begin() + static_cast<std::ptrdiff_t>(d)))
+        structure_fail(l.layer->name + ": step 1 drawn alone differs from row 1 of a request for steps 0..1 (row j of "
+                       "a request must be the draw of step K + j)");
+    }
   }
   if (!defect.empty()) structure_fail(defect);
   // The scalar against the spec's: bit for bit, or within the clip-bound tolerance under clipping.

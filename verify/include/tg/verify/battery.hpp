@@ -102,7 +102,8 @@ Result run_battery(Sampler& sampler, const Options& options);
 /// (c * sigma with sigma in double, reduce.hpp) is correct (sigma in float32 differs in the last
 /// bits); further away, the structure check fails and says by how many ulps.
 inline constexpr std::uint32_t kClipBoundUlps = 16;
-/// Distance in float32 ulps between two finite non-negative floats (their ordinal difference).
+/// Distance in float32 ulps between two finite floats (their ordinal difference; of opposite signs, the
+/// sum of both magnitudes' ordinals, so a negated scalar is never within a tolerance).
 std::uint64_t ulp_distance(float a, float b);
 
 /// The battery checking itself under the null: run it on a correct implementation over many seeds
@@ -111,7 +112,7 @@ struct CalibrateOptions {
   Options base;                   // profile, skip, first seed (seed i = base.seed + i)
   std::uint32_t seeds = 400;
   double alpha_total = 0.05;      // the runs' alpha_total (large, so rejections are frequent enough to count)
-  double ci = 0.95;               // simultaneous confidence level of the per-row intervals
+  double ci = 0.95;               // 1 - the verdict's false-alarm rate, split over every row's decisions and the whole-run rate
   unsigned threads = 0;           // 0: hardware threads
   bool progress = false;
 };
@@ -185,11 +186,16 @@ struct CompareOptions {
   bool all_layers = true;          // false: layers 0, 1 and the last of multi-layer families
   bool stop_at_first = false;      // stop after the first differing case
   bool progress = false;           // progress line on stderr
+  // Under clipping (own scalar), A's scalar may lie this many float32 ulps from B's (a float32 sigma,
+  // the battery's kClipBoundUlps); A's trits must then be the spec stream's under A's own scalar, and
+  // the payloads (whose headers hold the scalar) are not compared. 0: scalars equal bit for bit.
+  std::uint32_t clip_scalar_ulps = 0;
 };
 struct CompareCase {
   std::string family, layer, mode;  // mode: none | clip | saturate, "+shared" with a shared scalar
   std::uint64_t trits = 0;          // trits compared
   std::uint32_t payloads = 0;       // payloads compared byte for byte
+  std::uint64_t scalar_ulps = 0;    // largest distance of A's scalar from B's where clip_scalar_ulps allowed one
   std::string difference;           // empty when identical; else the first difference
 };
 struct CompareResult {
