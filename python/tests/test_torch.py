@@ -354,3 +354,39 @@ def test_hook_payloads_equal_the_cpp_trainers_exchange(tmp_path, clip, packing):
             assert r["payload"] == cpp[rank][t], f"rank {rank} tensor {t} ({meta['tensors'][t]['name']}): " \
                 f"the hook's payload differs from the C++ trainer's"
             assert r["payloads"] == [cpp[0][t], cpp[1][t]]
+
+
+# ---- a PyTorch codec with float32 statistics through the battery (examples/torch_codec.py) ------------------
+
+
+def _torch_codec():
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+    try:
+        import torch_codec
+    finally:
+        sys.path.pop(0)
+    return torch_codec
+
+
+@needs_torch
+def test_torch_codec_with_float32_sigma_passes_every_clipped_check():
+    # Its own random stream and sigma in float32 (torch), as third-party codecs compute it: no check may cry
+    # wolf, including under clipping, where its clip bound differs from the spec's in the last bits.
+    import terngrad.verify as tv
+    codec = _torch_codec()
+    for supports in (["clip", "shared-scalar"], ["saturate", "shared-scalar"], ["none", "clip", "saturate", "shared-scalar"]):
+        r = tv.run(codec.draw, profile="quick", supports=supports, name="torch_codec")
+        assert r.passed, (supports, r.table())
+        assert any(row.check.startswith("aggregate") for row in r.rows)
+
+
+@needs_torch
+def test_torch_codec_with_naive_float32_sigma_fails_only_on_extreme_magnitudes():
+    # GRACE's way (squares of the raw deviations): sigma is 0 on 1e-30 data and inf on 1e30 data. The battery
+    # must fail exactly those families, and pass every other one.
+    import terngrad.verify as tv
+    codec = _torch_codec()
+    r = tv.run(codec.draw_naive_sigma, profile="quick", supports=["clip", "shared-scalar"], name="torch_codec naive")
+    assert not r.passed
+    failed = {row.family for row in r.rows if row.kind in ("stat", "exact") and not row.passed}
+    assert failed and failed <= {"tiny", "huge"}, (failed, r.table())
