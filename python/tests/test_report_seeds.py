@@ -349,6 +349,35 @@ def test_change_of_the_gap_with_the_worker_count_is_paired_by_seed(tmp_path):
     assert "| terngrad | 2 -> 4 | 3 | 1.33 +- 1.43 | interval includes 0 |" in md
 
 
+def test_clipping_and_shared_scalar_effects_are_paired_by_seed(tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    tern, noclip, noshare = [0.80, 0.81, 0.82], [0.79, 0.79, 0.80], [0.80, 0.82, 0.81]
+    for s in range(3):
+        write_run(runs, f"lenet-terngrad-w2-s{s + 1}", tern[s])
+        write_run(runs, f"lenet-terngrad-noclip-w2-s{s + 1}", noclip[s], clip="none")
+        write_run(runs, f"lenet-terngrad-noshare-w2-s{s + 1}", noshare[s])
+    write_run(runs, "lenet-terngrad-noclip-w2-s7", 0.10)  # no terngrad run of seed 7: not paired
+    assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 0
+    md = (out / "seeds.md").read_text()
+    # clipping: differences 1, 2, 2 points: mean 1.667, sd 0.5774, half-width 4.303 * 0.5774 / sqrt(3) = 1.434
+    assert "| clipping | terngrad minus terngrad-noclip | 2 | 3 | 1.67 +- 1.43 | interval excludes 0 |" in md
+    # shared scalar: differences 0, -1, 1: mean 0, sd 1, half-width 4.303 / sqrt(3) = 2.48
+    assert "| shared scalar | terngrad minus terngrad-noshare | 2 | 3 | 0.00 +- 2.48 | interval includes 0 |" in md
+    # no float arm: no gaps; the two effects are the intervals the multiplicity note counts
+    assert "Float minus arm" not in md
+    assert "Of these 2 intervals about 0.1 would exclude 0 by chance alone if none" in md
+
+
+def test_one_seed_gives_no_effect_interval_and_no_multiplicity_note(tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    write_run(runs, "lenet-terngrad-w2-s1", 0.80)
+    write_run(runs, "lenet-terngrad-noclip-w2-s1", 0.78, clip="none")
+    assert cli.main(["seeds", "--runs", str(runs), "--out", str(out)]) == 0
+    md = (out / "seeds.md").read_text()
+    assert "| clipping | terngrad minus terngrad-noclip | 2 | 1 | 2.00 (1 seed: no interval) | - |" in md
+    assert "Of these" not in md
+
+
 def test_the_committed_report_is_what_the_committed_digests_render(tmp_path):
     # reports/train/seeds.md must be the renderer's output from reports/train/seeds-digest alone (no raw runs): a
     # fresh clone regenerates it exactly, and a renderer change that was not rendered into the report is caught

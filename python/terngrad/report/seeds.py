@@ -34,6 +34,8 @@ PAPER = {
               0.0, 0.2),
     "cifarnet": ("CIFAR-10, 2 workers, 300K iterations: float 86.56%, TernGrad 85.64%", 0.92, None),
 }
+# Effects within TernGrad that the study's arms isolate: (name, arm a, arm b), reported as a - b paired by seed.
+EFFECTS = (("clipping", "terngrad", "terngrad-noclip"), ("shared scalar", "terngrad", "terngrad-noshare"))
 TIME_COLUMNS = ("compute_s", "encode_s", "comm_s", "decode_s", "optimizer_s")  # comm_s = wait_s + wire_s
 # The full study of `scripts/train-seeds.sh full` (its NETS, WORKERS, SEEDS and ARMS defaults): what the
 # status line counts the finished runs against.
@@ -391,19 +393,12 @@ def render(runs_dir, out_dir):
         gaps = []
         for key in keys:
             _, wk, arm = key
-            base = groups.get((net, wk, "float"))
-            if arm == "float" or not base:
+            if arm == "float":
                 continue
-            seeds = sorted(set(base) & set(groups[key]))
-            if not seeds:
-                continue
-            d = [base[s]["final_test_accuracy"] - groups[key][s]["final_test_accuracy"] for s in seeds]
-            m, h = mean_ci(d)
-            verdict = "-"
-            if h is not None:
-                lo, hi = 100 * (m - h), 100 * (m + h)
-                verdict = ("interval excludes 0" if lo > 0 or hi < 0 else "interval includes 0")
-            gaps.append((wk, arm, len(seeds), m, h, verdict))
+            pair = paired(groups, (net, wk, "float"), key)
+            if pair:
+                gaps.append((wk, arm) + pair)
+        intervals = sum(g[4] is not None for g in gaps)
         if gaps:
             w("Float minus arm, paired by seed (accuracy points):\n")
             w(md_table(["workers", "arm", "pairs", "gap (mean +- 95% CI)", "verdict"],
@@ -414,6 +409,25 @@ def render(runs_dir, out_dir):
                   " count minus the gap at the smaller one (the same seed fixes the initialization and the images"
                   " of every step at both counts; only their split among the workers differs), accuracy points:\n")
                 w(md_table(["arm", "workers", "seeds", "change of the gap (mean +- 95% CI)", "verdict"], growth))
+                intervals += len(growth)
+        effects = []
+        for name, a, b in EFFECTS:
+            for wk in sorted({k[1] for k in keys}):
+                pair = paired(groups, (net, wk, a), (net, wk, b))
+                if pair:
+                    effects.append([name, "%s minus %s" % (a, b), wk, pair[0], fmt_ci(pair[1], pair[2]), pair[3]])
+                    intervals += pair[2] is not None
+        if effects:
+            w("Effects within TernGrad, paired by seed (accuracy points; positive: the first arm is the more"
+              " accurate). Clipping is TernGrad's gradient clipping at c sigma before ternarizing (the noclip arm"
+              " leaves it out); the shared scalar is one scalar per layer for all workers (the noshare arm lets"
+              " each worker use its own):\n")
+            w(md_table(["effect", "difference", "workers", "pairs", "mean +- 95% CI", "verdict"], effects))
+        if intervals > 1:
+            w("Each interval above covers its true value with probability 95%% on its own. Of these %d intervals"
+              " about %.1f would exclude 0 by chance alone if none of these differences were real (the expected number of"
+              " false exclusions), so one \"interval excludes 0\" among them is weak evidence of an effect.\n"
+              % (intervals, intervals / 20))
         if net in PAPER:
             what, gap, tol = PAPER[net]
             w("The paper (%s). These runs use other data and, for CifarNet, far fewer iterations, so absolute"
@@ -495,6 +509,23 @@ def time_split_rows(groups, keys):
         rows.append([arm, wk, len(splits)] + ["%.0f" % med[p] for p in SPLIT_PHASES + ("other", "wall")]
                     + ["%.0f" % codec])
     return rows
+
+
+def paired(groups, key_a, key_b):
+    """Per-seed differences a - b of the final test accuracy over the seeds both groups hold:
+    (pairs, mean, half-width of the 95% t-interval or None, verdict), or None when no seed is shared."""
+    ga, gb = groups.get(key_a), groups.get(key_b)
+    if not ga or not gb:
+        return None
+    seeds = sorted(set(ga) & set(gb))
+    if not seeds:
+        return None
+    m, h = mean_ci([ga[s]["final_test_accuracy"] - gb[s]["final_test_accuracy"] for s in seeds])
+    verdict = "-"
+    if h is not None:
+        lo, hi = 100 * (m - h), 100 * (m + h)
+        verdict = "interval excludes 0" if lo > 0 or hi < 0 else "interval includes 0"
+    return len(seeds), m, h, verdict
 
 
 def gap_growth_rows(groups, net):
