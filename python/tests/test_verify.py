@@ -45,23 +45,24 @@ def test_reference_draws_pass_with_the_stated_budget():
     s, trits = tg.ternarize_steps(g, 256, seed=3)
     r = tv.check_samples(g, trits, np.full(256, s, np.float32))
     assert r.passed, r.table()
-    # 4096 elements x 256 draws: blocks of 8 (offsets 0 and 4) and of 64, lags 64, 512 and d/2
-    assert r.impl == "samples" and r.decisions == 9
+    # 4096 elements x 256 draws: blocks of 8 (offsets 0 and 4) and of 64, lags 64, 512 and d/2; sure keeps
+    assert r.impl == "samples" and r.decisions == 10
     assert math.isclose(r.alpha_each * r.decisions, 1e-6)
     assert [row.id for row in r.rows] == [
         "structure/samples", "unbiased/samples", "unbiased-pooled/samples", "variance/samples",
         "independence/samples/blocks of 8", "independence/samples/blocks of 8 at +4",
         "independence/samples/blocks of 64", "independence/samples/lag 64", "independence/samples/lag 512",
-        "independence/samples/lag d/2"]
+        "independence/samples/lag d/2", "sure-keeps/all jobs"]
     assert r.rows[0].kind == "exact" and all(row.kind == "stat" for row in r.rows[1:])
-    assert all(math.isclose(row.alpha, 1e-6 / 9) for row in r.rows[1:])
+    assert all(math.isclose(row.alpha, 1e-6 / 10) for row in r.rows[1:])
     assert all(0 <= row.p for row in r.rows[1:])
-    assert all(math.isfinite(row.z) for row in r.rows[2:])  # the Bernstein rows are standardized
+    assert all(math.isfinite(row.z) for row in r.rows[2:-1])  # the Bernstein rows are standardized
+    assert r.rows[-1].statistic.startswith("0 misses in")  # the maximum, kept in every draw
     assert "samples given by the caller" in r.table()
     doc = json.loads(r.to_json())
-    assert doc["pass"] is True and doc["runs"][0]["decisions"] == 9
+    assert doc["pass"] is True and doc["runs"][0]["decisions"] == 10
     no_ind = tv.check_samples(g, trits, np.full(256, s, np.float32), independence=False, alpha=1e-3)
-    assert no_ind.decisions == 3 and math.isclose(no_ind.alpha_each, 1e-3 / 3)
+    assert no_ind.decisions == 4 and math.isclose(no_ind.alpha_each, 1e-3 / 4)
 
 
 def test_check_values_reads_decoded_estimates_like_check_samples():

@@ -146,13 +146,15 @@ Result check_samples(std::span<const TensorSamples> tensors, const SampleCheckOp
   res.options.profile.alpha_total = options.alpha_total;
   res.options.profile.beta = options.beta;
   res.options.seed = 0;
-  const std::vector<std::string> plan = plan_job(job);
+  std::vector<std::string> plan = plan_job(job);
+  plan.push_back(sure_keeps_id());
   res.decisions = plan.size();
   res.alpha_each = res.decisions ? options.alpha_total / static_cast<double>(res.decisions) : options.alpha_total;
   GivenSampler sampler(tensors, elements);
   Progress progress(false, 0.0);
   Ctx c{sampler, res.options, res.alpha_each, res.rows, progress};
-  run_job(c, job);
+  const JobOut out = run_job(c, job);
+  res.rows.push_back(sure_keeps_row(c, {out}));
   check_plan(plan, res.rows);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
@@ -244,6 +246,21 @@ Result run_battery(Sampler& sampler, const Options& options) {
       j.steps = P.steps;
       jobs.push_back(std::move(j));
     }
+  const std::size_t layerwise_end = jobs.size();
+  // A shared scalar together with clipping: each worker (tensor) clamps at its own bound below the shared
+  // scalar. When the base mode is clip-free, layerwise and aggregate run once more in the implementation's
+  // first clipping mode (rows layerwise.clip.*, aggregate.clip.*), so a codec with every mode is asked too.
+  const std::optional<Params> shared_clip = shared_clip_params(options);
+  if (on("layerwise") && shared_clip)
+    for (const char* f : {"multilayer", "lenet"}) {
+      JobSpec j;
+      j.check = std::string("layerwise.") + to_string(shared_clip->clip);
+      j.grad = gradient(f, GradientVariant::plain);
+      j.params = *shared_clip;
+      j.global_scalar = true;
+      j.steps = P.steps;
+      jobs.push_back(std::move(j));
+    }
   // --skip structure / unbiased / variance leaves those rows out of every job, the clipping and layerwise
   // ones (clipping.unbiased, layerwise.structure, ...) included.
   for (auto& j : jobs) {
@@ -259,20 +276,23 @@ Result run_battery(Sampler& sampler, const Options& options) {
     plan.insert(plan.end(), ids.begin(), ids.end());
   }
   if (main_jobs && on("unbiased")) plan.push_back(row_id("unbiased-pooled", "all families"));
+  if (!jobs.empty() && on("structure")) plan.push_back(sure_keeps_id());
   const Gradient streams_grad = gradient("gaussian", GradientVariant::streams);
   if (on("streams"))
     for (auto& id : plan_streams(streams_grad.family)) plan.push_back(id);
   if (on("collision"))
     for (auto& id : plan_collision()) plan.push_back(id);
   if (on("aggregate"))
-    for (auto& id : plan_aggregate(P.agg_workers)) plan.push_back(id);
+    for (auto& id : plan_aggregate(options, base)) plan.push_back(id);
+  if (on("aggregate") && shared_clip)
+    for (auto& id : plan_aggregate(options, *shared_clip)) plan.push_back(id);
   res.decisions = plan.size();
   res.alpha_each = plan.empty() ? P.alpha_total : P.alpha_total / static_cast<double>(plan.size());
   double total_units = 0.0;
   for (const auto& j : jobs) total_units += static_cast<double>(j.steps) * static_cast<double>(j.grad.size());
   if (on("streams")) total_units += 2.0 * P.stream_steps * P.d;
   if (on("collision")) total_units += 52.0 * P.d;
-  if (on("aggregate")) total_units += static_cast<double>(P.agg_steps) * P.d * P.agg_workers;
+  if (on("aggregate")) total_units += (shared_clip ? 2.0 : 1.0) * P.agg_steps * P.d * P.agg_workers;
   Progress progress(options.progress, total_units, options.poll);
   Ctx c{sampler, options, res.alpha_each, res.rows, progress};
 
@@ -290,8 +310,9 @@ Result run_battery(Sampler& sampler, const Options& options) {
     res.rows.push_back(pooled_bias_row(c, "unbiased-pooled", "all families", pool_S, pool_V, pool_N,
                                        "the pooled statistic summed over every family; each family draws from its own "
                                        "stream seed, so the sums are independent and their variances add"));
+  if (!jobs.empty() && on("structure")) res.rows.push_back(sure_keeps_row(c, outs));
   // layer-wise vs global scalar: both identities are tested above; the ratio is reported here.
-  for (std::size_t i = clip_end; i < jobs.size(); ++i) {
+  for (std::size_t i = clip_end; i < layerwise_end; ++i) {
     for (std::size_t m = 0; m < main_jobs; ++m) {
       if (jobs[m].grad.family != jobs[i].grad.family) continue;
       Row r = info_row("layerwise.ratio", jobs[i].grad.family);
@@ -303,7 +324,8 @@ Result run_battery(Sampler& sampler, const Options& options) {
   }
   if (on("streams")) run_streams(c, streams_grad, derive_seed(options.seed, KeyPurpose::streams, 0));
   if (on("collision")) run_collision(c, P.d, derive_seed(options.seed, KeyPurpose::collision, 0));
-  if (on("aggregate")) run_aggregate(c, P.d);
+  if (on("aggregate")) run_aggregate(c, P.d, base);
+  if (on("aggregate") && shared_clip) run_aggregate(c, P.d, *shared_clip);
   if (on("cross")) run_cross(c);
   progress.finish();
   check_plan(plan, res.rows);

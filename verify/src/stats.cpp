@@ -86,6 +86,38 @@ double binomial_detectable(std::uint64_t n, double alpha, double beta) {
   return b - 0.5;
 }
 
+double binomial_upper_tail(std::uint64_t n, std::uint64_t k, double p) {
+  if (k == 0) return 1.0;
+  if (k > n || p <= 0.0) return 0.0;
+  if (p >= 1.0) return 1.0;
+  bm::binomial_distribution<double> b(static_cast<double>(n), p);
+  return bm::cdf(bm::complement(b, static_cast<double>(k) - 1));
+}
+
+std::uint64_t miss_rate_critical(std::uint64_t n, double eps, double alpha, double beta, double* detectable) {
+  check_alpha(alpha, "alpha");
+  check_alpha(beta, "beta");
+  if (!(eps > 0.0 && eps < 1.0)) throw Error(ErrorCode::invalid_argument, "miss-rate allowance must be in (0, 1)");
+  // smallest k with P(Bin(n, eps) >= k) <= alpha, by bisection on k (the tail falls with k)
+  std::uint64_t lo = 0, hi = n + 1;  // tail(lo) > alpha; tail(hi) = 0 <= alpha
+  while (hi - lo > 1) {
+    std::uint64_t mid = lo + (hi - lo) / 2;
+    (binomial_upper_tail(n, mid, eps) <= alpha ? hi : lo) = mid;
+  }
+  if (detectable) {
+    *detectable = 1.0;
+    if (hi <= n) {
+      double a = eps, b = 1.0;  // power(a) < 1 - beta <= power(b)
+      for (int it = 0; it < 80; ++it) {
+        double mid = 0.5 * (a + b);
+        (binomial_upper_tail(n, hi, mid) >= 1.0 - beta ? b : a) = mid;
+      }
+      *detectable = b;
+    }
+  }
+  return hi;
+}
+
 double bernstein_threshold(double variance, double bound, double alpha) {
   check_alpha(alpha, "alpha");
   double L = std::log(2.0 / alpha);

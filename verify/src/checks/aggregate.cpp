@@ -11,16 +11,24 @@
 namespace tg::verify::checks {
 
 // ---- aggregate: N workers sharing one scalar --------------------------------------------------------
-std::vector<std::string> plan_aggregate(std::uint32_t workers) {
-  const std::string fam = "gaussian x" + std::to_string(workers);
-  return {row_id("aggregate.unbiased-pooled", fam), row_id("aggregate.variance", fam)};
+namespace {
+// "aggregate" in the base mode; "aggregate.clip" / "aggregate.saturate" for the second, clipped run.
+std::string aggregate_check(const Options& o, const Params& params) {
+  return params.clip == base_params(o).clip ? std::string("aggregate") : std::string("aggregate.") + to_string(params.clip);
+}
+}  // namespace
+
+std::vector<std::string> plan_aggregate(const Options& o, const Params& params) {
+  const std::string fam = "gaussian x" + std::to_string(o.profile.agg_workers), check = aggregate_check(o, params);
+  return {row_id(check + ".unbiased-pooled", fam), row_id(check + ".variance", fam)};
 }
 
-void run_aggregate(Ctx& c, std::size_t d) {
+void run_aggregate(Ctx& c, std::size_t d, const Params& params) {
   const std::uint32_t N = c.opt.profile.agg_workers, n = c.opt.profile.agg_steps;
-  const std::uint64_t seed = derive_seed(c.opt.seed, KeyPurpose::aggregate, 0);
+  const std::string check = aggregate_check(c.opt, params);
+  // the base run keeps its stream seed; the clipped run draws from another
+  const std::uint64_t seed = derive_seed(c.opt.seed, KeyPurpose::aggregate, check == "aggregate" ? 0 : 1);
   const Codec& ref = reference_codec();
-  const Params params = base_params(c.opt);
   std::vector<std::vector<float>> g(N);
   std::vector<float> own(N), bound(N);
   for (std::uint32_t w = 0; w < N; ++w) {
@@ -101,32 +109,41 @@ void run_aggregate(Ctx& c, std::size_t d) {
       for (std::uint32_t w = 0; w < N; ++w) pl.push_back(encode_with_scalar(*codec, g[w], params, {seed, w, 0, 0}, s));
       for (auto& x : pl) spans.emplace_back(x);
       Aggregate agg = aggregate(*codec, spans);
-      payload_msg = strf("tg::aggregate of %u encode_with_scalar payloads equals the sum of the trits", N);
+      payload_msg = strf("tg::aggregate of %u encode_with_scalar payloads: the sum of the trits, the shared scalar, "
+                         "%u workers, mean = s sum / N", N, N);
+      if (agg.workers != N || agg.sums.size() != d || agg.mean.size() != d) {
+        payload_ok = false;
+        payload_msg = strf("aggregate of %u payloads: %u workers, %zu sums, %zu means for %zu elements", N, agg.workers,
+                           agg.sums.size(), agg.mean.size(), d);
+      }
       for (std::size_t k = 0; k < d && payload_ok; ++k) {
         int sum = 0;
         for (std::uint32_t w = 0; w < N; ++w) sum += dw[w].row(0)[k];
-        if (agg.sums[k] != sum || agg.scalar != s) {
+        const float mean = static_cast<float>(static_cast<double>(s) * sum / N);
+        if (agg.sums[k] != sum || agg.scalar != s || agg.mean[k] != mean) {
           payload_ok = false;
-          payload_msg = strf("element %zu: aggregate sum %d, trits sum %d", k, agg.sums[k], sum);
+          payload_msg = strf("element %zu: aggregate sum %d (trits sum %d), scalar %.9g (shared %.9g), mean %.9g "
+                             "(s sum / N = %.9g)", k, agg.sums[k], sum, static_cast<double>(agg.scalar),
+                             static_cast<double>(s), static_cast<double>(agg.mean[k]), static_cast<double>(mean));
         }
       }
     }
-    c.progress.add(static_cast<double>(cnt) * d * N, "aggregate");
+    c.progress.add(static_cast<double>(cnt) * d * N, check);
   }
   Svar -= static_cast<double>(n) * Evar;
-  Row st = exact_row("aggregate.structure", "gaussian x" + std::to_string(N));
+  Row st = exact_row(check + ".structure", "gaussian x" + std::to_string(N));
   st.statistic = strf("%llu violations", static_cast<unsigned long long>(bad));
   st.pass = bad == 0 && payload_ok;
   st.detail = bad ? msg : payload_msg;
   c.rows.push_back(st);
-  c.rows.push_back(pooled_bias_row(c, "aggregate.unbiased-pooled", st.family, Spool, Vpool,
+  c.rows.push_back(pooled_bias_row(c, check + ".unbiased-pooled", st.family, Spool, Vpool,
                                     static_cast<double>(n) * d * N,
                                     params.clip == ClipMode::none
                                         ? "E[mean of the workers' g~] = mean of the g_w with the shared scalar s = max_w s_w"
                                         : "E[mean of the workers' g~] = mean of the g_w clamped at each worker's own clip "
                                           "bound, with the shared scalar s = max_w s_w"));
   {
-    Row r = stat_row(c, "aggregate.variance", st.family);
+    Row r = stat_row(c, check + ".variance", st.family);
     auto o = bernstein_decide(Svar, Vvar, static_cast<double>(N) * N, c.alpha, c.opt.profile.beta);
     double E = static_cast<double>(n) * Evar;
     r.statistic = strf("ratio %.5f", 1.0 + Svar / E);

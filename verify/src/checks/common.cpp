@@ -74,6 +74,14 @@ Params base_params(const Options& o) {
   return p;
 }
 
+std::optional<Params> shared_clip_params(const Options& o) {
+  if (base_params(o).clip != ClipMode::none || !supports(o, "shared-scalar")) return std::nullopt;
+  if (!supports(o, "clip") && !supports(o, "saturate")) return std::nullopt;
+  Params p;
+  p.clip = supports(o, "clip") ? ClipMode::clip : ClipMode::saturate;
+  return p;
+}
+
 std::string row_id(const std::string& check, const std::string& family, const std::string& label) {
   return check + "/" + family + (label.empty() ? "" : "/" + label);
 }

@@ -62,6 +62,9 @@ struct Ctx {
 bool supports(const Options& o, const std::string& capability);
 /// Parameters of the checks that run in one mode: the first clipping mode the implementation has.
 Params base_params(const Options& o);
+/// The mode in which layerwise and aggregate run a second time (shared scalar with clipping): the
+/// implementation's first clipping mode, when it also has the clip-free base mode and a shared scalar.
+std::optional<Params> shared_clip_params(const Options& o);
 
 /// Row ids: check/family[/label]. Stat rows must appear in the plan with exactly this id.
 std::string row_id(const std::string& check, const std::string& family, const std::string& label = "");
@@ -124,7 +127,14 @@ struct JobSpec {
 struct JobOut {
   double pooled_S = 0.0, pooled_V = 0.0;
   double var_observed = 0.0, var_identity = 0.0;  // absolute units
+  // The sure keeps (|x| at or above the observed scalar): element-draws, misses, where the first miss was.
+  std::uint64_t sure_n = 0, sure_miss = 0;
+  std::string sure_msg;
 };
+/// The run's sure-keeps decision (one per run, over every job): misses of elements the spec keeps for
+/// sure, against the float32 allowance kSureKeepMiss. `sure_keeps_id` is its planned id.
+std::string sure_keeps_id();
+Row sure_keeps_row(const Ctx& c, const std::vector<JobOut>& outs);
 
 /// The ids of the stat rows run_job will produce, in order (from the spec alone, before any draw).
 std::vector<std::string> plan_job(const JobSpec& job);
@@ -137,8 +147,9 @@ std::vector<std::string> plan_streams(const std::string& family);
 void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed);
 std::vector<std::string> plan_collision();
 void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed);
-std::vector<std::string> plan_aggregate(std::uint32_t workers);
-void run_aggregate(Ctx& c, std::size_t d);
+/// The aggregate check in mode `params` (the base mode, or shared_clip_params: rows aggregate.clip.* ...).
+std::vector<std::string> plan_aggregate(const Options& o, const Params& params);
+void run_aggregate(Ctx& c, std::size_t d, const Params& params);
 void run_cross(Ctx& c);
 
 }  // namespace checks

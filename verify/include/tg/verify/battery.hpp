@@ -102,6 +102,12 @@ Result run_battery(Sampler& sampler, const Options& options);
 /// (c * sigma with sigma in double, reduce.hpp) is correct (sigma in float32 differs in the last
 /// bits); further away, the structure check fails and says by how many ulps.
 inline constexpr std::uint32_t kClipBoundUlps = 16;
+/// The sure keeps' allowance: an element the spec keeps with probability 1 (|x| at or above the scalar)
+/// may be left out by a correct float32 codec with probability up to this per draw. Its p is one or two
+/// float32 roundings away from 1 (|x| * (1/s) is 1 - 2^-24 for about 15% of scalars) and its uniform has
+/// 24 bits or more, so it misses with probability <= 3 * 2^-24 + 2^-24 = 2^-22. The misses of a run are
+/// one decision (row sure-keeps: P(Bin(N, 2^-22) >= misses) <= alpha), not a structure failure.
+inline constexpr double kSureKeepMiss = 0x1p-22;
 /// Distance in float32 ulps between two finite floats (their ordinal difference; of opposite signs, the
 /// sum of both magnitudes' ordinals, so a negated scalar is never within a tolerance).
 std::uint64_t ulp_distance(float a, float b);

@@ -33,6 +33,14 @@ ClopperPearsonTable clopper_pearson_table(std::uint64_t n, double alpha);
 /// probability 1/2 + delta, claimed 1/2, is rejected with probability >= 1 - beta.
 double binomial_detectable(std::uint64_t n, double alpha, double beta);
 
+/// Upper tail P(X >= k), X ~ Bin(n, p) (1 for k = 0).
+double binomial_upper_tail(std::uint64_t n, std::uint64_t k, double p);
+/// The one-sided test of a miss rate: X misses in n trials, H0 "each trial misses independently with
+/// probability at most eps", rejected iff P(Bin(n, eps) >= X) <= alpha. Returns the smallest count that
+/// rejects (n + 1 when none does) and, through `detectable`, the smallest true miss rate rejected with
+/// probability >= 1 - beta (1 when none is).
+std::uint64_t miss_rate_critical(std::uint64_t n, double eps, double alpha, double beta, double* detectable);
+
 /// Bernstein's inequality for a sum S of independent zero-mean terms with |term| <= b and total
 /// variance V: P(|S| >= x) <= 2 exp(-x^2 / (2 (V + b x / 3))). Returns the x at which the right side
 /// equals alpha: x = bL/3 + sqrt((bL/3)^2 + 2 V L), L = ln(2/alpha).
