@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -564,6 +566,48 @@ TEST(Battery, SharedScalarWithClippingIsAskedOfEveryCodec) {
   o.supports = {"clip", "shared-scalar", "spec-stream"};
   Result cliponly = run_battery(*ref, o);
   for (const auto& row : cliponly.rows) EXPECT_EQ(row.check.find(".clip."), std::string::npos) << row.id;
+}
+
+// ---- state kept between calls -----------------------------------------------------------------------
+
+// A codec that caches its scalar per (seed, worker, tensor), as a stale-scalar bug does in training (where
+// only the step changes). Every other check sends one gradient per key, so it passed them all.
+class StaleScalarSampler : public Sampler {
+ public:
+  std::string name() const override { return "stale-scalar"; }
+  Draws draw(const DrawRequest& r) override {
+    if (r.scalar) return ref_->draw(r);
+    const auto key = std::make_tuple(r.key.seed, r.key.worker, r.key.tensor, static_cast<int>(r.params.clip));
+    auto it = cache_.find(key);
+    if (it == cache_.end()) it = cache_.emplace(key, tensor_scalar(reference_codec(), r.g, r.params, 0)).first;
+    DrawRequest q = r;
+    q.scalar = it->second;
+    Draws d = ref_->draw(q);
+    return d;
+  }
+
+ private:
+  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+  std::map<std::tuple<std::uint64_t, std::uint32_t, std::uint32_t, int>, float> cache_;
+};
+
+TEST(Battery, StateKeptBetweenCallsFailsStructure) {
+  Options o = small_options(1024, 16, 4, {"streams", "collision", "clipping", "layerwise", "aggregate", "cross"});
+  StaleScalarSampler stale;
+  Result r = run_battery(stale, o);
+  EXPECT_TRUE(failed(r, "structure")) << format_table(r);
+  const Row* fresh = nullptr;
+  for (const auto& row : r.rows)
+    if (row.id == "structure/fresh gradients") fresh = &row;
+  ASSERT_NE(fresh, nullptr) << format_table(r);
+  EXPECT_FALSE(fresh->pass);
+  EXPECT_NE(fresh->detail.find("step 1 (gradient B"), std::string::npos) << fresh->detail;
+  auto ref = make_sampler("reference", {});
+  Result good = run_battery(*ref, o);
+  EXPECT_TRUE(good.pass()) << format_table(good);
+  bool seen = false;
+  for (const auto& row : good.rows) seen |= row.id == "structure/fresh gradients" && row.pass;
+  EXPECT_TRUE(seen);
 }
 
 // ---- aggregate under clipping ----------------------------------------------------------------------

@@ -151,6 +151,9 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed);
 std::vector<std::string> plan_aggregate(const Options& o, const Params& params);
 void run_aggregate(Ctx& c, std::size_t d, const Params& params);
 void run_cross(Ctx& c);
+/// structure/fresh gradients (exact): steps 0..2 of one key with gradients A, B, A in every mode the
+/// implementation has; each scalar must be its own gradient's (checks/fresh.cpp).
+void run_fresh_gradient(Ctx& c, std::size_t d);
 
 }  // namespace checks
 }  // namespace tg::verify

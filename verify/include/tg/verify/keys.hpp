@@ -15,6 +15,7 @@ enum class KeyPurpose : std::uint32_t {
   collision = 4,  // the stream-collision probe (plus its far keys, below)
   aggregate = 5,  // N workers sharing one scalar: worker w = stream worker w
   compare = 6,    // compare_samplers (terngrad compare, the cross check): key (seed, 3, 5 + layer, 11)
+  fresh = 7,      // the fresh-gradient structure row: steps 0..2 of one key with gradients A, B, A
 };
 
 /// Gradient variants: which draw of a family a check uses (index of KeyPurpose::gradient).
@@ -24,6 +25,7 @@ enum class GradientVariant : std::uint32_t {
   saturate = 2,  // clipping (mode saturate)
   streams = 3,   // the streams check's gaussian
   compare = 4,   // compare_samplers' families
+  fresh = 5,     // the fresh-gradient structure row: A (gaussian), and B (student_t) at fresh + 1
   aggregate = 16  // + worker: the aggregate check's workers
 };
 
