@@ -292,7 +292,8 @@ Result run_battery(Sampler& sampler, const Options& options) {
   for (const auto& j : jobs) total_units += static_cast<double>(j.steps) * static_cast<double>(j.grad.size());
   if (on("streams")) total_units += 2.0 * P.stream_steps * P.d;
   if (on("structure")) total_units += 9.0 * P.d;
-  if (on("collision")) total_units += 52.0 * P.d;
+  if (on("collision"))
+    total_units += 52.0 * P.d + static_cast<double>(long_probe_steps(P, P.d)) * std::min<std::size_t>(P.d, kLongProbeElements);
   if (on("aggregate")) total_units += (shared_clip ? 2.0 : 1.0) * P.agg_steps * P.d * P.agg_workers;
   Progress progress(options.progress, total_units, options.poll);
   Ctx c{sampler, options, res.alpha_each, res.rows, progress};

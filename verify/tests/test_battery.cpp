@@ -13,6 +13,7 @@
 
 #include "tg/verify/battery.hpp"
 #include "tg/verify/families.hpp"
+#include "tg/verify/keys.hpp"
 #include "tg/verify/stats.hpp"
 
 namespace tg::verify {
@@ -608,6 +609,48 @@ TEST(Battery, StateKeptBetweenCallsFailsStructure) {
   bool seen = false;
   for (const auto& row : good.rows) seen |= row.id == "structure/fresh gradients" && row.pass;
   EXPECT_TRUE(seen);
+}
+
+// ---- key reuse at a stride the probe grid does not list ---------------------------------------------
+
+// Additive keys with a multiplier, in 64 bits: the key (seed, tensor, step + 1001 worker), so worker w at
+// step k draws worker 0's stream of step k + 1001 w. No two listed probe keys meet, so only the long
+// probe of worker 0's steps finds it.
+class KeyStrideSampler : public Sampler {
+ public:
+  std::string name() const override { return "key-stride-1001"; }
+  Draws draw(const DrawRequest& r) override {
+    // the key in 64 bits, as a generator seeded with it would have it: no wrap at 2^32 (which the probe's
+    // worker 2^31 would catch); the high word moves the stream elsewhere
+    const std::uint64_t v = r.key.step + std::uint64_t{1001} * r.key.worker;
+    DrawRequest q = r;
+    q.key.worker = 0;
+    q.key.step = static_cast<std::uint32_t>(v);
+    if (v >> 32) q.key.seed ^= mix64(v >> 32);
+    return ref_->draw(q);
+  }
+
+ private:
+  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+};
+
+TEST(Battery, CollisionFindsAKeyReusedAThousandStepsLater) {
+  std::set<std::string> skip;
+  for (const auto& name : check_names())
+    if (name != "collision") skip.insert(name);
+  Options o = small_options(512, 16, 4, skip);  // long probe: 64 x 16 = 1024 steps on 256 elements
+  KeyStrideSampler bad;
+  Result r = run_battery(bad, o);
+  EXPECT_TRUE(failed(r, "collision")) << format_table(r);
+  bool named = false;
+  for (const auto& row : r.rows) named |= row.detail.find("1001 steps later") != std::string::npos;
+  EXPECT_TRUE(named) << format_table(r);
+  auto ref = make_sampler("reference", {});
+  Result good = run_battery(*ref, o);
+  EXPECT_TRUE(good.pass()) << format_table(good);
+  bool described = false;
+  for (const auto& row : good.rows) described |= row.detail.find("against steps 0..1023") != std::string::npos;
+  EXPECT_TRUE(described) << format_table(good);
 }
 
 // ---- aggregate under clipping ----------------------------------------------------------------------

@@ -129,6 +129,11 @@ inline std::uint64_t window_at(const std::vector<std::uint64_t>& b, std::size_t 
 
 std::vector<std::string> plan_collision() { return {row_id("collision", "p=1/2 probe")}; }
 
+std::uint32_t long_probe_steps(const Profile& p, std::size_t d) {
+  if (std::min<std::size_t>(d, kLongProbeElements) < 192) return 0;
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(std::uint64_t{64} * p.steps, 65536));
+}
+
 void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   // Probe: element 0 is 1 (the scalar), every other is +-1/2 (alternating signs), so p_k = 1/2
   // exactly and the keep bit is a fair coin under H0. Its sigma is about 1/2, so a clip bound
@@ -224,10 +229,57 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
       }
     }
   }
+  // The long probe: steps 0 .. H-1 of key (S, worker 0, tensor 0) on the first m elements. A key that
+  // reuses that stream H or fewer steps later (additive keys with a multiplier, step + 1001 worker: worker
+  // 1 at step 0 is worker 0 at step 1001) shows as a probe row above equal to one of these rows. Each
+  // row is indexed by its mask bits 64..127 (bit 0 is the scalar's element); a finding needs bits
+  // 64..m-1 equal (or complemented).
+  const std::size_t m = std::min<std::size_t>(d, kLongProbeElements);
+  const std::uint32_t H = long_probe_steps(c.opt.profile, d);
+  std::uint64_t long_findings = 0;
+  if (H) {
+    const std::vector<float> gl(g.begin(), g.begin() + static_cast<std::ptrdiff_t>(m));
+    const std::size_t words = (m + 63) / 64 + 1;
+    std::vector<std::uint64_t> rows(static_cast<std::size_t>(H) * words, 0);
+    const std::uint32_t chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(c.sampler.max_request_elements() / m, 1, H));
+    for (std::uint32_t j0 = 0; j0 < H; j0 += chunk) {
+      const std::uint32_t cnt = std::min(chunk, H - j0);
+      Draws dr = c.sampler.draw({gl, params, {stream_seed, 0, 0, j0}, cnt, std::nullopt});
+      for (std::uint32_t j = 0; j < cnt; ++j) {
+        auto row = dr.row(j);
+        std::uint64_t* b = rows.data() + static_cast<std::size_t>(j0 + j) * words;
+        for (std::size_t k = 0; k < m; ++k)
+          if (row[k] != 0) b[k / 64] |= std::uint64_t{1} << (k % 64);
+      }
+      c.progress.add(static_cast<double>(cnt) * m, "collision");
+    }
+    std::unordered_multimap<std::uint64_t, std::uint32_t> by_window;
+    for (std::uint32_t j = 0; j < H; ++j) by_window.emplace(rows[static_cast<std::size_t>(j) * words + 1], j);
+    for (const auto& ps : streams) {
+      if (ps.key.seed == stream_seed && ps.key.worker == 0 && ps.key.tensor == 0) continue;  // the probe's own key
+      for (int flip = 0; flip < 2; ++flip) {
+        const std::uint64_t mask = flip ? ~std::uint64_t{0} : 0;
+        auto range = by_window.equal_range(ps.bits[1] ^ mask);
+        for (auto it = range.first; it != range.second; ++it) {
+          const std::uint64_t* b = rows.data() + static_cast<std::size_t>(it->second) * words;
+          std::size_t same = 64;
+          while (64 + same < m && (bit_at(ps.bits, 64 + same) ^ flip) == static_cast<int>((b[(64 + same) / 64] >> ((64 + same) % 64)) & 1u)) ++same;
+          if (64 + same < m) continue;
+          if (long_findings++ == 0 && repeats == 0)
+            first = strf("mask bits 64..%zu of %s %s those of (seed %#llx, worker 0, tensor 0, step %u): a key %u steps "
+                         "later reuses its stream", m - 1, ps.name().c_str(), flip ? "are the complement of" : "equal",
+                         static_cast<unsigned long long>(stream_seed), it->second, it->second);
+        }
+      }
+    }
+    repeats += long_findings;
+  }
   // Under H0 two given places agree (or are complements) on kRun fair bits with probability 2^-kRun
-  // each; over all pairs of places the chance of any finding is at most 2 (streams * d)^2 2^-kRun.
+  // each; over all pairs of places the chance of any finding is at most 2 (streams * d)^2 2^-kRun. The
+  // long probe compares each probe row with each of its H rows on m - 64 fair bits.
   const double places = static_cast<double>(streams.size()) * static_cast<double>(d);
-  const double bound = 2.0 * places * places * std::ldexp(1.0, -static_cast<int>(kRun)) + coin_bound;
+  const double bound = 2.0 * places * places * std::ldexp(1.0, -static_cast<int>(kRun)) + coin_bound +
+                       (H ? 2.0 * static_cast<double>(streams.size()) * H * std::ldexp(1.0, -static_cast<int>(m - 64)) : 0.0);
   Row r = stat_row(c, "collision", "p=1/2 probe");
   if (stopped && repeats == 0) {
     repeats = 1;
@@ -243,8 +295,12 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   r.detail = repeats ? "streams reused: " + first + (repeats > 1 ? strf(" (and %llu more)", static_cast<unsigned long long>(repeats - 1)) : "")
                      : strf("%zu streams of %zu mask bits (%zu keys: steps 0..3 x workers 0..3 x tensors 0..1, steps "
                             "near 2^16, 2^31 and 2^32, workers and tensors up to 2^32-1, seeds differing in the high "
-                            "word); %llu windows at every offset; false-fail probability <= %.2g",
-                            streams.size(), d, keys.size(), static_cast<unsigned long long>(windows), bound);
+                            "word); %llu windows at every offset; %s; false-fail probability <= %.2g",
+                            streams.size(), d, keys.size(), static_cast<unsigned long long>(windows),
+                            H ? strf("each of them against steps 0..%u of (worker 0, tensor 0) on %zu elements (a key "
+                                     "that reuses that stream up to %u steps later)", H - 1, m, H - 1).c_str()
+                              : "no long probe (fewer than 192 elements)",
+                            bound);
   c.rows.push_back(r);
 }
 
