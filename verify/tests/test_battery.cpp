@@ -14,6 +14,8 @@
 #include "tg/verify/battery.hpp"
 #include "tg/verify/families.hpp"
 #include "tg/verify/keys.hpp"
+#include "tg/element.hpp"
+#include "tg/philox.hpp"
 #include "tg/verify/stats.hpp"
 
 namespace tg::verify {
@@ -651,6 +653,63 @@ TEST(Battery, CollisionFindsAKeyReusedAThousandStepsLater) {
   bool described = false;
   for (const auto& row : good.rows) described |= row.detail.find("against steps 0..1023") != std::string::npos;
   EXPECT_TRUE(described) << format_table(good);
+}
+
+// ---- uniforms handed on from one step to the next at an offset --------------------------------------
+
+// Step 2i+1's elements k < d - floor(d/2) take (u + 0.3 mod 1) of step 2i's element k + floor(d/2): right
+// marginals, no equal or complemented runs (collision), no same-coordinate correlation (streams), but a
+// mask correlation of about -0.2 between those coordinates.
+class HalfShiftSampler : public Sampler {
+ public:
+  std::string name() const override { return "half-shift"; }
+  Draws draw(const DrawRequest& r) override {
+    const std::size_t d = r.g.size(), h = d / 2;
+    const ScalarRule rule = own_rule(reference_codec(), r.g, r.params, r.key.tensor);
+    Draws out;
+    out.d = d;
+    out.steps = r.steps;
+    for (std::uint32_t j = 0; j < r.steps; ++j) {
+      StreamKey k = r.key;
+      k.step = r.key.step + j;
+      std::vector<std::uint32_t> u = uniforms(k, d);
+      if (k.step % 2 == 1) {
+        StreamKey prev = k;
+        prev.step -= 1;
+        const std::vector<std::uint32_t> before = uniforms(prev, d);
+        for (std::size_t e = 0; e + h < d; ++e) u[e] = before[e + h] + 0x4CCCCCCDu;  // + 0.3 mod 1
+      }
+      for (std::size_t e = 0; e < d; ++e) out.trits.push_back(static_cast<std::int8_t>(ternarize_element(r.g[e], rule, u[e])));
+      out.scalars.push_back(rule.scalar);
+    }
+    return out;
+  }
+
+ private:
+  static std::vector<std::uint32_t> uniforms(const StreamKey& k, std::size_t d) {
+    std::vector<std::uint32_t> u(d);
+    for (std::size_t e = 0; e < d; e += 4) {
+      PhiloxBlock b = philox_block(k, static_cast<std::uint32_t>(e / 4));
+      for (std::size_t l = 0; l < 4 && e + l < d; ++l) u[e + l] = b[static_cast<int>(l)];
+    }
+    return u;
+  }
+};
+
+TEST(Battery, StreamsFindUniformsHandedOnAtAnOffset) {
+  std::set<std::string> skip;
+  for (const auto& name : check_names())
+    if (name != "streams") skip.insert(name);
+  Options o = small_options(4096, 128, 4, skip);
+  HalfShiftSampler bad;
+  Result r = run_battery(bad, o);
+  EXPECT_TRUE(failed(r, "streams")) << format_table(r);
+  for (const auto& row : r.rows)
+    if (row.kind == "stat") {
+      EXPECT_EQ(row.pass, row.id.find("at +d/2") == std::string::npos) << row.id;
+    }
+  auto ref = make_sampler("reference", {});
+  EXPECT_TRUE(run_battery(*ref, o).pass());
 }
 
 // ---- aggregate under clipping ----------------------------------------------------------------------

@@ -13,7 +13,9 @@
 namespace tg::verify::checks {
 
 namespace {
-const char* kStreamPairs[3] = {"steps k,k+1", "workers 0,1", "tensors 0,1"};
+// The fourth pairs element k of step 2i+1 with element k + floor(d/2) of step 2i: a stream that hands part
+// of one step's uniforms to the next at an offset, transformed (u + c mod 1), correlates only there.
+const char* kStreamPairs[4] = {"steps k,k+1", "workers 0,1", "tensors 0,1", "steps k,k+1 at +d/2"};
 }
 
 std::vector<std::string> plan_streams(const std::string& family) {
@@ -31,7 +33,8 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
   // reports (set from its first draw), so that a wrong scalar does not read as a correlation: under
   // H0 the products of two independent draws have mean 0 and variance v_k v_k.
   std::vector<double> p(d);
-  double sv = 0.0, sv2 = 0.0;
+  const std::size_t h = d / 2;
+  double sv = 0.0, sv2 = 0.0, sh = 0.0, sh2 = 0.0;  // sh: sum sqrt(v_k v_{k+h}), sh2: sum v_k v_{k+h}
   bool centred = false;
   auto centre = [&](float observed) {
     centred = true;
@@ -42,13 +45,24 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
       sv += p[k] * (1 - p[k]);
       sv2 += p[k] * (1 - p[k]) * p[k] * (1 - p[k]);
     }
+    for (std::size_t k = 0; k + h < d; ++k) {
+      const double v1 = p[k] * (1 - p[k]), v2 = p[k + h] * (1 - p[k + h]);
+      sh += std::sqrt(v1 * v2);
+      sh2 += v1 * v2;
+    }
+  };
+  // element k of row a against element k + h of row b
+  auto prod_shifted = [&](std::span<const std::int8_t> a, std::span<const std::int8_t> b) {
+    double s = 0.0;
+    for (std::size_t k = 0; k + h < d; ++k) s += ((a[k] != 0) - p[k]) * ((b[k + h] != 0) - p[k + h]);
+    return s;
   };
   auto prod = [&](std::span<const std::int8_t> a, std::span<const std::int8_t> b) {
     double s = 0.0;
     for (std::size_t k = 0; k < d; ++k) s += ((a[k] != 0) - p[k]) * ((b[k] != 0) - p[k]);
     return s;
   };
-  double S[3] = {0, 0, 0};
+  double S[4] = {0, 0, 0, 0};
   std::uint32_t chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(c.sampler.max_request_elements() / d, 2, n));
   chunk -= chunk % 2;
   for (std::uint32_t j0 = 0; j0 < n; j0 += chunk) {
@@ -56,7 +70,10 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
     Draws w0 = c.sampler.draw({L.g, params, {stream_seed, 0, 0, j0}, cnt, std::nullopt});
     if (!centred) centre(w0.scalars[0]);
     // pairs of consecutive steps (2i, 2i+1): disjoint, so the pair products are independent
-    for (std::uint32_t j = 0; j + 1 < cnt; j += 2) S[0] += prod(w0.row(j), w0.row(j + 1));
+    for (std::uint32_t j = 0; j + 1 < cnt; j += 2) {
+      S[0] += prod(w0.row(j), w0.row(j + 1));
+      S[3] += prod_shifted(w0.row(j + 1), w0.row(j));  // disjoint pairs too: each element of a row once
+    }
     // worker 1 and tensor 1 at steps j0 .. j0 + cnt/2, paired with worker 0 tensor 0 at the same steps
     const std::uint32_t half = cnt / 2;
     Draws w1 = c.sampler.draw({L.g, params, {stream_seed, 1, 0, j0}, half, std::nullopt});
@@ -68,17 +85,21 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
     c.progress.add(2.0 * cnt * d, "streams");
   }
   const double pairs = n / 2;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 4; ++i) {
     Row r = stat_row(c, "streams", G.family, kStreamPairs[i]);
-    const double V = pairs * sv2;
+    const double V = pairs * (i == 3 ? sh2 : sv2);
     auto o = bernstein_decide(S[i], V, 1.0, c.alpha, c.opt.profile.beta);
-    const double E = pairs * sv;  // E[S] = rho * pairs * sum v under a common correlation rho
+    const double E = pairs * (i == 3 ? sh : sv);  // E[S] = rho * pairs * sum sqrt(v v') under a common correlation rho
     r.statistic = strf("%s: corr %+.4f", kStreamPairs[i], E > 0 ? S[i] / E : 0.0);
     r.threshold = strf("|.| <= %.3g", E > 0 ? o.threshold / E : 0.0);
     r.power = strf("corr >= %.3g", E > 0 ? o.detectable / E : 0.0);
     apply(r, o, E);
-    r.detail = strf("%s: sum over %.0f pairs of draws and %zu coordinates of (b_k - p_k)(b'_k - p_k), b the keep "
-                    "masks (independent terms in [-1,1]); catches a partly reused stream", kStreamPairs[i], pairs, d);
+    r.detail = i == 3 ? strf("%s: sum over %.0f pairs of steps (2i, 2i+1) and the %zu coordinates k < d - floor(d/2) "
+                             "of (b_k - p_k)(b'_{k+h} - p_{k+h}), b of step 2i+1, b' of step 2i, h = floor(d/2) "
+                             "(independent terms in [-1,1]); catches uniforms handed on from one step to the next "
+                             "at an offset", kStreamPairs[i], pairs, d - h)
+                      : strf("%s: sum over %.0f pairs of draws and %zu coordinates of (b_k - p_k)(b'_k - p_k), b the keep "
+                             "masks (independent terms in [-1,1]); catches a partly reused stream", kStreamPairs[i], pairs, d);
     mark_rejected(r);
     c.rows.push_back(r);
   }
