@@ -19,8 +19,8 @@ std::size_t Gradient::size() const {
 
 const std::vector<std::string>& family_names() {
   static const std::vector<std::string> names = {
-      "gaussian", "laplace", "student_t", "sparse",     "spike", "constant",
-      "zeros",    "tiny",    "huge",      "pladder",    "multilayer", "lenet"};
+      "gaussian", "laplace", "student_t", "sparse",     "spike",     "constant", "zeros",
+      "tiny",     "huge",    "subnormal", "pladder",    "multilayer", "lenet"};
   return names;
 }
 
@@ -188,6 +188,10 @@ Gradient make_gradient(const std::string& name, std::size_t d, std::uint64_t see
     single(gaussian(d, 1e-30, rng));
   } else if (name == "huge") {
     single(gaussian(d, 1e30, rng));
+  } else if (name == "subnormal") {
+    // every element below the normal range (2^-126 ~ 1.2e-38): the scalar too, so 1/s overflows in float32
+    // and a codec that flushes subnormals to zero (FTZ/DAZ) sees an all-zero tensor
+    single(gaussian(d, 1e-40, rng));
   } else if (name == "pladder") {
     single(pladder(d, rng));
   } else if (name == "multilayer") {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,11 +40,27 @@ TEST(FamilyShapes, EveryFamilyHasItsSizeAndFiniteValues) {
   }
 }
 
-TEST(FamilyShapes, BatteryOrderHasPladderAfterHuge) {
-  const std::vector<std::string> expected = {"gaussian", "laplace", "student_t", "sparse",
-                                             "spike",    "constant", "zeros",   "tiny",
-                                             "huge",     "pladder",  "multilayer", "lenet"};
+TEST(FamilyShapes, BatteryOrderHasPladderAfterTheExtremes) {
+  const std::vector<std::string> expected = {"gaussian", "laplace", "student_t", "sparse",  "spike",
+                                             "constant", "zeros",   "tiny",      "huge",    "subnormal",
+                                             "pladder",  "multilayer", "lenet"};
   EXPECT_EQ(family_names(), expected);
+}
+
+// Every element of the subnormal family lies below the normal range (or is 0 after rounding), its maximum
+// too: a float32 1/s overflows there.
+TEST(FamilyShapes, SubnormalIsBelowTheNormalRange) {
+  Gradient g = make_gradient("subnormal", 4096, 3);
+  float m = 0.0f;
+  std::size_t nonzero = 0;
+  for (float x : g.layers[0].g) {
+    EXPECT_LT(std::fabs(x), std::numeric_limits<float>::min());
+    EXPECT_EQ(std::fpclassify(x) == FP_SUBNORMAL || x == 0.0f, true) << x;
+    m = std::max(m, std::fabs(x));
+    nonzero += x != 0.0f;
+  }
+  EXPECT_GT(nonzero, 4000u);
+  EXPECT_TRUE(std::isinf(1.0f / m)) << m;
 }
 
 TEST(FamilyShapes, MultilayerSplitsIntoFourTensors) {
