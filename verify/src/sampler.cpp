@@ -82,9 +82,11 @@ class ForwardingCodec : public Codec {
   std::string name_;
 };
 
-class MutantCodec : public ForwardingCodec {
+// A codec that decides element by element from the spec's uniforms (hooks below): the mutants, and the
+// variants that change the keep rule.
+class PerElementCodec : public ForwardingCodec {
  public:
-  explicit MutantCodec(const std::string& name) : ForwardingCodec("mutant:" + name) {}
+  explicit PerElementCodec(const std::string& full_name) : ForwardingCodec(full_name) {}
   void ternarize(std::span<const float> g, const ScalarRule& rule, const StreamKey& key,
                  std::span<std::int8_t> trits) const override {
     std::vector<std::uint32_t> u(g.size());
@@ -118,6 +120,11 @@ class MutantCodec : public ForwardingCodec {
   virtual int element(float g, const ScalarRule& rule, std::uint32_t u) const {
     return ternarize_element(g, rule, u);
   }
+};
+
+class MutantCodec : public PerElementCodec {
+ public:
+  explicit MutantCodec(const std::string& name) : PerElementCodec("mutant:" + name) {}
 };
 
 // 1. deterministic rounding: keep iff p > 1/2.
@@ -356,6 +363,27 @@ class F32SigmaVariant : public VariantCodec {
   }
 };
 
+// p = |x| * (1/s) in float32 (the GPU idiom g.abs() * (1 / s)) against a 24-bit uniform, (u >> 8) 2^-24,
+// as torch.rand draws them: every p and decision within float32 rounding of the spec's. s (1/s) rounds to
+// 1 - 2^-24 for about 15% of scalars, so the maximum (and every clipped element) is left out with
+// probability 2^-24 per draw: what the battery's sure-keeps allowance is for. Where 1/s overflows (a
+// subnormal scalar) it divides instead, as a careful codec must.
+class F32PVariant : public PerElementCodec {
+ public:
+  F32PVariant() : PerElementCodec("variant:f32-p") {}
+  int element(float g, const ScalarRule& rule, std::uint32_t u) const override {
+    if (!(rule.scalar > 0.0f)) return 0;
+    const float a = std::min(std::fabs(g), rule.cap);
+    const float inv = 1.0f / rule.scalar;
+    const float p = std::isfinite(inv) ? a * inv : a / rule.scalar;
+    const float uf = static_cast<float>(u >> 8) * 0x1p-24f;
+    return uf < p ? sign_of(g) : 0;
+  }
+
+ private:
+  static int sign_of(float g) { return g > 0.0f ? 1 : (g < 0.0f ? -1 : 0); }
+};
+
 }  // namespace
 
 Draws draws_from_values(std::span<const float> values, std::size_t d, std::uint32_t steps,
@@ -426,6 +454,7 @@ const std::vector<MutantInfo>& mutant_list() {
 const std::vector<MutantInfo>& variant_list() {
   static const std::vector<MutantInfo> list = {
       {"f32-sigma", "clip sigma in float32: pairwise sums of ((g - mean)/max|g - mean|)^2 (PyTorch-like)"},
+      {"f32-p", "keep iff (u >> 8) 2^-24 < |x| * (1/s) in float32 (24-bit uniforms, GPU-style p)"},
   };
   return list;
 }
@@ -455,6 +484,7 @@ std::shared_ptr<const Codec> make_mutant_codec(const std::string& name) {
 
 std::shared_ptr<const Codec> make_variant_codec(const std::string& name) {
   if (name == "f32-sigma") return std::make_shared<F32SigmaVariant>();
+  if (name == "f32-p") return std::make_shared<F32PVariant>();
   std::string known;
   for (const auto& v : variant_list()) known += (known.empty() ? "" : ", ") + std::string(v.name);
   throw Error(ErrorCode::invalid_argument, "unknown variant '" + name + "' (known: " + known + ")");

@@ -83,7 +83,7 @@ TEST(Mutants, ListsAndFactoriesAgree) {
     EXPECT_EQ(make_variant_codec(v.name)->name(), std::string("variant:") + v.name);
     EXPECT_EQ(make_sampler(std::string("variant:") + v.name, {})->name(), std::string("variant:") + v.name);
   }
-  EXPECT_EQ(variant_list().size(), 1u);
+  EXPECT_EQ(variant_list().size(), 2u);
   auto message = [](auto f) -> std::string {
     try {
       f();
@@ -93,7 +93,7 @@ TEST(Mutants, ListsAndFactoriesAgree) {
     }
     return "no error";
   };
-  EXPECT_NE(message([] { make_variant_codec("nope"); }).find("unknown variant 'nope' (known: f32-sigma)"),
+  EXPECT_NE(message([] { make_variant_codec("nope"); }).find("unknown variant 'nope' (known: f32-sigma, f32-p)"),
             std::string::npos);
   EXPECT_NE(message([] { make_mutant_codec("f32-sigma"); }).find("f32-sigma-naive"), std::string::npos);
   EXPECT_NE(message([] { make_sampler("variant:nope", {}); }).find("unknown variant"), std::string::npos);

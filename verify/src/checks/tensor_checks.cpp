@@ -754,11 +754,17 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
       continue;
     }
     std::string dist = std::isfinite(o.scalar) ? strf("%llu float32 ulps away", static_cast<unsigned long long>(o.ulps)) : "not finite";
-    structure_fail(strf("%s: scalar %.9g, spec %.9g (%s; %s)", l.layer->name.c_str(), static_cast<double>(o.scalar),
-                        static_cast<double>(l.rule.scalar), dist.c_str(),
-                        job.params.clip != ClipMode::none && sp.own_scalar
-                            ? strf("tolerance %u ulps and at most max|g| = %.9g", kClipBoundUlps, static_cast<double>(l.max_abs)).c_str()
-                            : "must be equal"));
+    const std::string m = strf("%s: scalar %.9g, spec %.9g (%s; %s)", l.layer->name.c_str(), static_cast<double>(o.scalar),
+                               static_cast<double>(l.rule.scalar), dist.c_str(),
+                               job.params.clip != ClipMode::none && sp.own_scalar
+                                   ? strf("tolerance %u ulps and at most max|g| = %.9g", kClipBoundUlps, static_cast<double>(l.max_abs)).c_str()
+                                   : "must be equal");
+    // A wrong scalar is named first: the element findings before it (signs, values judged against the
+    // spec's cap) follow from it.
+    if (st.structure_bad++ == 0)
+      st.structure_msg = m;
+    else if (st.structure_msg.find(": scalar ") == std::string::npos)
+      st.structure_msg = m + "; then " + st.structure_msg;
   }
 
   // The rows, from what was accumulated.
