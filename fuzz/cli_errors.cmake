@@ -164,6 +164,8 @@ message("subcommands: ${subcommands}")
 # The program itself.
 expect_usage_error("subcommand")
 expect_usage_error("no-such-subcommand" no-such-subcommand)
+# --version is a request, not an error: exit 0 with the version on stdout
+expect_run(RC 0 ARGS --version CONTAINS "terngrad " "(source ")
 
 # Every subcommand: an unknown option, and help still exits 0 (checked above for the program).
 foreach(sub IN LISTS subcommands)
