@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -153,6 +154,29 @@ Drawn drawn(const std::string& impl, std::size_t d, std::uint32_t steps, std::ui
   out.draws = make_sampler(impl, {})->draw({out.g, params, {seed, 0, 0, 0}, steps, std::nullopt});
   return out;
 }
+
+// --skip for every check but `keep`.
+std::set<std::string> all_checks_but(std::initializer_list<const char*> keep) {
+  std::set<std::string> skip;
+  for (const auto& name : check_names())
+    if (std::none_of(keep.begin(), keep.end(), [&](const char* k) { return name == k; })) skip.insert(name);
+  return skip;
+}
+
+// The reference codec behind a request rewritten by `rewrite`: a defect that lives in how a codec reads
+// its request (the key it derives, the mode it uses).
+class RewritingSampler : public Sampler {
+ public:
+  RewritingSampler(std::string name, std::function<DrawRequest(const DrawRequest&)> rewrite)
+      : name_(std::move(name)), rewrite_(std::move(rewrite)) {}
+  std::string name() const override { return name_; }
+  Draws draw(const DrawRequest& r) override { return ref_->draw(rewrite_(r)); }
+
+ private:
+  std::string name_;
+  std::function<DrawRequest(const DrawRequest&)> rewrite_;
+  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+};
 
 bool failed(const Result& r, const std::string& check) {
   auto f = r.failed_checks();
@@ -368,9 +392,7 @@ TEST(ClipTolerance, CompareStatAllowsEachSideTheTolerance) {
 // bound within the tolerance is accepted, and its trits must then be the spec stream's under that
 // bound; one ulp beyond the tolerance differs. A float32-sigma codec on the spec's stream passes.
 TEST(ClipTolerance, CrossAcceptsAFloat32SigmaOnTheSpecStream) {
-  std::set<std::string> skip;
-  for (const auto& name : check_names())
-    if (name != "cross") skip.insert(name);
+  const std::set<std::string> skip = all_checks_but({"cross"});
   Options o = small_options(4099, 8, 8, skip);
   o.profile.cross_d = 4099;
   auto run = [&](std::unique_ptr<Sampler> s) { return run_battery(*s, o); };
@@ -529,27 +551,13 @@ TEST(SureKeeps, CriticalCountMatchesAPoissonTail) {
 // A shared scalar together with clipping: a codec that, given a scalar, forgets to clamp at its own clip
 // bound (cap = s). With every mode supported it used to be asked for a shared scalar only clip-free, and
 // passed; now layerwise runs once more in the clipping mode.
-class SharedNoClampSampler : public Sampler {
- public:
-  std::string name() const override { return "shared-noclamp"; }
-  Draws draw(const DrawRequest& r) override {
-    DrawRequest q = r;
-    if (r.scalar) q.params.clip = ClipMode::none;
-    return ref_->draw(q);
-  }
-
- private:
-  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
-};
-
 TEST(Battery, SharedScalarWithClippingIsAskedOfEveryCodec) {
-  std::set<std::string> skip;
-  for (const auto& name : check_names())
-    if (name != "layerwise" && name != "aggregate" && name != "structure" && name != "unbiased" && name != "variance")
-      skip.insert(name);
-  skip.insert("cross");
-  Options o = small_options(4096, 128, 128, skip);
-  SharedNoClampSampler bad;
+  Options o = small_options(4096, 128, 128, all_checks_but({"layerwise", "aggregate", "structure", "unbiased", "variance"}));
+  RewritingSampler bad("shared-noclamp", [](const DrawRequest& r) {
+    DrawRequest q = r;
+    if (r.scalar) q.params.clip = ClipMode::none;  // given a scalar, it forgets to clamp at its own bound
+    return q;
+  });
   Result r = run_battery(bad, o);
   bool clipped_rows_failed = false;
   for (const auto& c : r.failed_checks()) clipped_rows_failed |= c.rfind("layerwise.clip.", 0) == 0;
@@ -618,10 +626,9 @@ TEST(Battery, StateKeptBetweenCallsFailsStructure) {
 // Additive keys with a multiplier, in 64 bits: the key (seed, tensor, step + 1001 worker), so worker w at
 // step k draws worker 0's stream of step k + 1001 w. No two listed probe keys meet, so only the long
 // probe of worker 0's steps finds it.
-class KeyStrideSampler : public Sampler {
- public:
-  std::string name() const override { return "key-stride-1001"; }
-  Draws draw(const DrawRequest& r) override {
+TEST(Battery, CollisionFindsAKeyReusedAThousandStepsLater) {
+  Options o = small_options(512, 16, 4, all_checks_but({"collision"}));  // long probe: 64 x 16 = 1024 steps, 256 elements
+  RewritingSampler bad("key-stride-1001", [](const DrawRequest& r) {
     // the key in 64 bits, as a generator seeded with it would have it: no wrap at 2^32 (which the probe's
     // worker 2^31 would catch); the high word moves the stream elsewhere
     const std::uint64_t v = r.key.step + std::uint64_t{1001} * r.key.worker;
@@ -629,19 +636,8 @@ class KeyStrideSampler : public Sampler {
     q.key.worker = 0;
     q.key.step = static_cast<std::uint32_t>(v);
     if (v >> 32) q.key.seed ^= mix64(v >> 32);
-    return ref_->draw(q);
-  }
-
- private:
-  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
-};
-
-TEST(Battery, CollisionFindsAKeyReusedAThousandStepsLater) {
-  std::set<std::string> skip;
-  for (const auto& name : check_names())
-    if (name != "collision") skip.insert(name);
-  Options o = small_options(512, 16, 4, skip);  // long probe: 64 x 16 = 1024 steps on 256 elements
-  KeyStrideSampler bad;
+    return q;
+  });
   Result r = run_battery(bad, o);
   EXPECT_TRUE(failed(r, "collision")) << format_table(r);
   bool named = false;
@@ -697,9 +693,7 @@ class HalfShiftSampler : public Sampler {
 };
 
 TEST(Battery, StreamsFindUniformsHandedOnAtAnOffset) {
-  std::set<std::string> skip;
-  for (const auto& name : check_names())
-    if (name != "streams") skip.insert(name);
+  const std::set<std::string> skip = all_checks_but({"streams"});
   Options o = small_options(4096, 128, 4, skip);
   HalfShiftSampler bad;
   Result r = run_battery(bad, o);
@@ -719,9 +713,7 @@ TEST(Battery, StreamsFindUniformsHandedOnAtAnOffset) {
 // the check's expected values must be those clamped magnitudes. At the ci size the unclamped
 // expectation put the pooled row at z = -26 on this correct codec.
 TEST(Aggregate, EachWorkerClampsAtItsOwnClipBound) {
-  std::set<std::string> skip;
-  for (const auto& name : check_names())
-    if (name != "aggregate") skip.insert(name);
+  const std::set<std::string> skip = all_checks_but({"aggregate"});
   for (const char* mode : {"clip", "saturate"}) {
     Options o;
     o.profile = profile_named("ci");
