@@ -67,13 +67,14 @@ CompareResult compare_samplers(Sampler& a, Sampler& b, const CompareOptions& o) 
         // are judged against the spec stream under A's own scalar (rule make_rule(s, s): under clip and
         // saturate the scalar is the cap), and the payloads, whose headers carry the scalar, are not compared.
         bool tolerated = false;
-        if (da.scalars != db.scalars && o.clip_scalar_ulps > 0 && mode != ClipMode::none && !shared &&
+        if (da.scalars != db.scalars && o.float32_sigma && mode != ClipMode::none && !shared &&
             da.scalars.size() == db.scalars.size() && da.trits.size() == db.trits.size()) {
           tolerated = true;
+          const ClipWindow w = clip_scalar_window(g, params);
           for (std::size_t j = 0; j < da.scalars.size() && tolerated; ++j) {
             const float s = da.scalars[j];
             const std::uint64_t u = ulp_distance(s, db.scalars[j]);
-            tolerated = std::isfinite(s) && s > 0.0f && u <= o.clip_scalar_ulps;
+            tolerated = s > 0.0f && db.scalars[j] == w.spec && w.contains(s);
             k.scalar_ulps = std::max(k.scalar_ulps, u);
           }
           if (tolerated) {

@@ -5,7 +5,7 @@
 // steps N..2N-1 of the same key, so the two samples are independent even when both follow the spec's
 // stream. Then:
 //   * scalars and signs (deterministic): every draw's scalar of A and of B must equal the spec's (none:
-//     exactly; clip/saturate: within kClipBoundUlps float32 ulps, the battery's tolerance for a float32 sigma),
+//     exactly; clip/saturate: within clip_scalar_window, the battery's tolerance for a float32 sigma),
 //     and every kept element must carry the sign of g and sit where g != 0;
 //   Conditioning on K_k = K_Ak + K_Bk (coordinate k kept K_k times in the 2N draws), K_Ak is
 //   hypergeometric (2N, N, K_k) when A and B keep k with the same probability, whatever it is, and the
@@ -82,16 +82,19 @@ const HypergeometricTable& hypergeometric_table(std::uint32_t n) {
   return table;
 }
 
-// Deterministic part: scalars within `allowed` float32 ulps of the spec's `ref` (0: equal), signs and zeros right.
-std::string structure(const Draws& d, std::span<const float> g, float ref, std::uint64_t allowed, const char* who) {
+// Deterministic part: scalars in the window w (clip_scalar_window: the spec's, or under clipping a float32
+// sigma's), signs and zeros right.
+std::string structure(const Draws& d, std::span<const float> g, const ClipWindow& w, const char* who) {
   if (!d.defect.empty()) return std::string(who) + ": output not of the form {-s, 0, +s}: " + d.defect;
   for (std::uint32_t j = 0; j < d.steps; ++j) {
     float s = d.scalars[j];
-    std::uint64_t ulps = ulp_distance(s, ref);
-    if (allowed == 0 ? s != ref : ulps > allowed)
-      return strf("%s: draw %u has scalar %.9g, %s %.9g (%llu ulps; allowed %llu)", who, j, static_cast<double>(s),
-                  "the spec's is", static_cast<double>(ref),
-                  static_cast<unsigned long long>(ulps), static_cast<unsigned long long>(allowed));
+    std::uint64_t ulps = ulp_distance(s, w.spec);
+    if (!w.contains(s))
+      return strf("%s: draw %u has scalar %.9g, the spec's is %.9g (%llu ulps; %s)", who, j, static_cast<double>(s),
+                  static_cast<double>(w.spec), static_cast<unsigned long long>(ulps),
+                  w.lo == w.hi ? "must be equal"
+                               : strf("a float32 sigma's lies in [%.9g, %.9g]", static_cast<double>(w.lo),
+                                      static_cast<double>(w.hi)).c_str());
     auto row = d.row(j);
     for (std::size_t k = 0; k < g.size(); ++k) {
       int t = row[k];
@@ -153,11 +156,10 @@ StatCompareResult compare_statistically(Sampler& a, Sampler& b, const StatCompar
         k.scalar_a = da.scalars.empty() ? 0.0f : da.scalars[0];
         k.scalar_b = db.scalars.empty() ? 0.0f : db.scalars[0];
         // Each side's scalars against the spec's (the reference codec's): equal without clipping, within
-        // kClipBoundUlps under clipping (a float32 sigma), the battery's own rule.
-        const bool exact = mode == ClipMode::none;
-        const float spec = tensor_scalar(reference_codec(), g, params, key.tensor);
-        k.difference = structure(da, g, spec, exact ? 0 : kClipBoundUlps, "A");
-        if (k.difference.empty()) k.difference = structure(db, g, spec, exact ? 0 : kClipBoundUlps, "B");
+        // clip_scalar_window under clipping (a float32 sigma), the battery's own rule.
+        const ClipWindow w = clip_scalar_window(g, params);
+        k.difference = structure(da, g, w, "A");
+        if (k.difference.empty()) k.difference = structure(db, g, w, "B");
         // Counts per coordinate, whatever the structure verdict (reported either way).
         std::vector<std::uint32_t> ca(g.size(), 0), cb(g.size(), 0);
         for (std::uint32_t j = 0; j < o.draws; ++j) {

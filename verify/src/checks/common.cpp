@@ -3,6 +3,8 @@
 #include "checks/common.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -33,6 +35,55 @@ std::uint64_t ulp_distance(float a, float b) {
   };
   std::int64_t d = ord(a) - ord(b);
   return static_cast<std::uint64_t>(d < 0 ? -d : d);
+}
+
+namespace {
+float ulps_down(float x, std::uint32_t n) {
+  for (std::uint32_t u = 0; u < n && x > 0.0f; ++u) x = std::nextafter(x, 0.0f);
+  return x;
+}
+float ulps_up(float x, std::uint32_t n) {
+  for (std::uint32_t u = 0; u < n && std::isfinite(x); ++u) x = std::nextafter(x, std::numeric_limits<float>::infinity());
+  return x;
+}
+}  // namespace
+
+ClipWindow clip_bound_window(std::span<const float> g, const Params& params) {
+  ClipWindow w;
+  const Codec& ref = reference_codec();
+  w.spec = clip_bound(ref, g, params);
+  if (params.clip == ClipMode::none || !std::isfinite(w.spec)) {
+    w.lo = w.hi = w.spec;
+    return w;
+  }
+  double abs_sum = 0.0;
+  for (float x : g) abs_sum += std::fabs(static_cast<double>(x));
+  const double d = static_cast<double>(g.size());
+  const double delta = (std::ceil(std::log2(std::max(d, 1.0))) + 2.0) * 0x1p-24 * (abs_sum / d);
+  const double sigma = ref.moments(g).sigma;
+  const float wide = static_cast<float>(params.c * std::sqrt(sigma * sigma + delta * delta));
+  w.lo = ulps_down(w.spec, kClipBoundUlps);
+  w.hi = std::max(ulps_up(w.spec, kClipBoundUlps), ulps_up(wide, kClipBoundUlps));
+  // (delta below 2^-12 sigma moves c sigma by less than 2^-25 relative: at most the one ulp of rounding
+  // the same quantity to float; wide means the mean's rounding adds more than the 16 ulps themselves)
+  w.wide = ulp_distance(w.hi, w.spec) > 2 * kClipBoundUlps;
+  return w;
+}
+
+ClipWindow clip_scalar_window(std::span<const float> g, const Params& params) {
+  const Codec& ref = reference_codec();
+  ClipWindow w;
+  w.spec = tensor_scalar(ref, g, params, 0);
+  if (params.clip == ClipMode::none) {
+    w.lo = w.hi = w.spec;
+    return w;
+  }
+  const float max_abs = ref.max_abs(g, 0);
+  const ClipWindow b = clip_bound_window(g, params);
+  w.lo = ulps_down(w.spec, kClipBoundUlps);
+  w.hi = std::min(max_abs, std::max(ulps_up(w.spec, kClipBoundUlps), b.hi));
+  w.wide = ulp_distance(w.hi, w.spec) > 2 * kClipBoundUlps;
+  return w;
 }
 
 namespace checks {

@@ -31,7 +31,7 @@ void run_cross(Ctx& c) {
   // the spec stream's under its own scalar.
   const std::string& self = c.sampler.name();
   const bool ours = self == "reference" || self == "optimized" || self == "cuda";
-  co.clip_scalar_ulps = ours ? 0 : kClipBoundUlps;
+  co.float32_sigma = !ours;
   // External programs cost a process per request: layers 0, 1 and the last one of each family.
   co.all_layers = c.sampler.codec() != nullptr;
   co.stop_at_first = true;

@@ -4,6 +4,7 @@
 // command-line front ends; run_battery and calibrate are usable from tests.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -102,6 +103,23 @@ Result run_battery(Sampler& sampler, const Options& options);
 /// (c * sigma with sigma in double, reduce.hpp) is correct (sigma in float32 differs in the last
 /// bits); further away, the structure check fails and says by how many ulps.
 inline constexpr std::uint32_t kClipBoundUlps = 16;
+/// Where a correct float32 codec's clip bound (or scalar) may lie for one tensor. The spec's value, and
+/// [lo, hi]: lo is kClipBoundUlps below the spec's; hi is kClipBoundUlps above the larger of the spec's
+/// and c sqrt(sigma^2 + delta^2), where delta = (ceil(log2 d) + 2) 2^-24 mean|g| bounds the error of a
+/// float32 mean summed pairwise or in a tree (NumPy, PyTorch, GPU reductions). Every deviation g - mean
+/// inherits that error, so such a codec's sigma is sqrt(sigma^2 + delta'^2) with |delta'| <= delta, up
+/// to roundings relative to sigma that the ulps cover. delta matters only on nearly constant tensors
+/// (sigma below about 5e-4 mean|g|); elsewhere the window is the 16 ulps (17 where c sqrt(sigma^2 + delta^2)
+/// rounds to the next float). A scalar's window is at most max|g|.
+struct ClipWindow {
+  float spec = 0.0f, lo = 0.0f, hi = 0.0f;
+  bool wide = false;  // hi more than 2 kClipBoundUlps above the spec's value: the mean's rounding dominates
+  bool contains(float s) const { return s == spec || (std::isfinite(s) && s >= lo && s <= hi); }
+};
+/// The clip bound's window of gradient g under params (ClipMode::none: spec = lo = hi = +inf).
+ClipWindow clip_bound_window(std::span<const float> g, const Params& params);
+/// The scalar's window of gradient g under params with its own scalar (ClipMode::none: the spec's only).
+ClipWindow clip_scalar_window(std::span<const float> g, const Params& params);
 /// The sure keeps' allowance: an element the spec keeps with probability 1 (|x| at or above the scalar)
 /// may be left out by a correct float32 codec with probability up to this per draw. Its p is one or two
 /// float32 roundings away from 1 (|x| * (1/s) is 1 - 2^-24 for about 15% of scalars) and its uniform has
@@ -192,16 +210,17 @@ struct CompareOptions {
   bool all_layers = true;          // false: layers 0, 1 and the last of multi-layer families
   bool stop_at_first = false;      // stop after the first differing case
   bool progress = false;           // progress line on stderr
-  // Under clipping (own scalar), A's scalar may lie this many float32 ulps from B's (a float32 sigma,
-  // the battery's kClipBoundUlps); A's trits must then be the spec stream's under A's own scalar, and
-  // the payloads (whose headers hold the scalar) are not compared. 0: scalars equal bit for bit.
-  std::uint32_t clip_scalar_ulps = 0;
+  // Under clipping (own scalar), A may compute sigma in float32: its scalar may lie anywhere in
+  // clip_scalar_window (B must be the spec's, e.g. the reference); A's trits must then be the spec
+  // stream's under A's own scalar, and the payloads (whose headers hold the scalar) are not compared.
+  // false: scalars equal bit for bit.
+  bool float32_sigma = false;
 };
 struct CompareCase {
   std::string family, layer, mode;  // mode: none | clip | saturate, "+shared" with a shared scalar
   std::uint64_t trits = 0;          // trits compared
   std::uint32_t payloads = 0;       // payloads compared byte for byte
-  std::uint64_t scalar_ulps = 0;    // largest distance of A's scalar from B's where clip_scalar_ulps allowed one
+  std::uint64_t scalar_ulps = 0;    // largest distance of A's scalar from B's where float32_sigma allowed one
   std::string difference;           // empty when identical; else the first difference
 };
 struct CompareResult {
