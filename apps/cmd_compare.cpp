@@ -1,5 +1,5 @@
 // terngrad-bench: `terngrad compare A B`: two implementations, bit for bit (tg::verify::compare_samplers).
-// Every gradient family of the battery, clipping none / clip / saturate and a shared scalar, the same
+// Every gradient family of the battery, clipping none / clip / saturate, each with its own and with a shared scalar, the same
 // stream keys on both: scalars and trits must be equal, payloads byte-identical where both are codecs.
 // Exit 0 identical, 1 a difference (the table names the first one per case), 2 usage or input error.
 // --stat: implementations whose random streams differ, compared in distribution instead (exit 0 same
@@ -116,7 +116,7 @@ static Command compare_command() {
         ->delimiter(',')
         ->check(CLI::IsMember({"none", "clip", "saturate"}))
         ->capture_default_str();
-    sub->add_flag("--no-shared", opts->no_shared, "Leave out the case with a shared scalar");
+    sub->add_flag("--no-shared", opts->no_shared, "Leave out the cases with a shared scalar");
     sub->add_option("--json", opts->json, "Write every case as JSON to FILE ('-': on stdout, instead of the table)");
     sub->add_option("--exec-timeout", opts->exec_timeout, "Seconds an external codec may take per call")
         ->check(CLI::Range(0.001, 86400.0))

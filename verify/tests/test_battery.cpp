@@ -108,14 +108,14 @@ TEST(Compare, ReferenceAndPortableAreIdenticalEverywhere) {
   o.d = 300;
   CompareResult r = compare_samplers(*ref, *portable, o);
   EXPECT_TRUE(r.identical()) << format_compare(r);
-  // every family, every layer, 3 clipping modes + the shared-scalar case
+  // every family, every layer, 3 clipping modes, each with its own scalar and with a shared one
   std::size_t layers = 0;
   for (const auto& f : family_names()) layers += make_gradient(f, o.d, 1).layers.size();
-  EXPECT_EQ(r.cases.size(), 4 * layers);
+  EXPECT_EQ(r.cases.size(), 6 * layers);
   EXPECT_EQ(r.payloads(), 2 * r.cases.size());  // 2bit and base3 per case
   std::uint64_t elements = 0;
   for (const auto& f : family_names()) elements += make_gradient(f, o.d, 1).size();
-  EXPECT_EQ(r.trits(), 4 * 2 * elements);  // 4 cases x 2 steps per element
+  EXPECT_EQ(r.trits(), 6 * 2 * elements);  // 6 cases x 2 steps per element
   EXPECT_NE(format_compare(r).find("verdict: IDENTICAL"), std::string::npos);
   auto doc = nlohmann::json::parse(format_compare_json(r));
   EXPECT_TRUE(doc["identical"].get<bool>());
@@ -409,6 +409,18 @@ TEST(ClipTolerance, CrossAcceptsAFloat32SigmaOnTheSpecStream) {
   Result ref = run(make_sampler("reference", {}));
   EXPECT_TRUE(ref.pass()) << format_table(ref);
   EXPECT_EQ(ref.rows[0].detail.find("ulps"), std::string::npos) << ref.rows[0].detail;
+  // Under a shared scalar with clipping each clamps at its own bound: the cross check asks it in every mode
+  // (the project's own codecs bit for bit, above). A codec that clamps at the shared scalar instead differs;
+  // one whose own bound lies 16 ulps off (within the window) passes, its trits between the window's ends.
+  EXPECT_NE(ok.rows[0].detail.find("each also with a shared scalar"), std::string::npos) << ok.rows[0].detail;
+  RewritingSampler noclamp("shared-noclamp", [](const DrawRequest& r) {
+    DrawRequest q = r;
+    if (q.scalar) q.params.clip = ClipMode::none;
+    return q;
+  });
+  Result nc = run_battery(noclamp, o);
+  EXPECT_FALSE(nc.pass()) << format_table(nc);
+  EXPECT_NE(nc.rows[0].detail.find("+shared"), std::string::npos) << nc.rows[0].detail;
   // A negated scalar is never within a tolerance.
   EXPECT_GT(ulp_distance(-1.5f, 1.5f), 1u << 30);
   EXPECT_EQ(ulp_distance(-1.5f, -1.5f), 0u);

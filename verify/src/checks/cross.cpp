@@ -25,7 +25,7 @@ void run_cross(Ctx& c) {
   for (ClipMode m : {ClipMode::none, ClipMode::clip})
     if (supports(c.opt, to_string(m))) co.modes.push_back(m);
   if (co.modes.empty()) co.modes = {ClipMode::saturate};
-  co.shared_scalar = false;
+  co.shared_scalar = supports(c.opt, "shared-scalar");  // in each mode: under clipping each clamps at its own bound
   // The project's own codecs must agree bit for bit, scalars too. Any other implementation that draws the
   // spec's stream may compute sigma in float32 (the battery's clip-bound tolerance): its trits must then be
   // the spec stream's under its own scalar.
@@ -41,8 +41,8 @@ void run_cross(Ctx& c) {
     CompareResult cr = compare_samplers(c.sampler, *other, co);
     c.progress.add(0.0, "cross");
     const CompareCase* diff = cr.first_difference();
-    std::uint64_t ulps = 0;
-    for (const auto& k : cr.cases) ulps = std::max(ulps, k.scalar_ulps);
+    std::uint64_t ulps = 0, windowed = 0;
+    for (const auto& k : cr.cases) ulps = std::max(ulps, k.scalar_ulps), windowed += k.bound_window;
     Row r = exact_row("cross", "vs " + oname);
     r.threshold = "identical";
     r.power = "any differing bit";
@@ -54,7 +54,11 @@ void run_cross(Ctx& c) {
                     static_cast<unsigned long long>(ulps), oname.c_str(), kClipBoundUlps)
              : std::string("trits and scalars identical");
     r.detail = diff ? "vs " + oname + ": " + diff->family + "/" + diff->layer + " " + diff->mode + ": " + diff->difference
-                    : strf("vs %s: every family, clip %s, 2 steps: %s%s%s", oname.c_str(), modes.c_str(), agree.c_str(),
+                    : strf("vs %s: every family, clip %s%s, 2 steps: %s%s%s%s", oname.c_str(), modes.c_str(),
+                           co.shared_scalar ? ", each also with a shared scalar" : "", agree.c_str(),
+                           windowed ? strf("; under a shared scalar with clipping, %llu cases within the window of clip "
+                                           "bounds (a float32 sigma's)", static_cast<unsigned long long>(windowed)).c_str()
+                                    : "",
                            co.all_layers ? "" : " (layers 0, 1 and last of multi-layer families)",
                            cr.payloads() ? strf("; %llu payloads (2bit, base3) byte-identical",
                                                 static_cast<unsigned long long>(cr.payloads())).c_str()

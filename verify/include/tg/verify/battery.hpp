@@ -206,14 +206,15 @@ struct CompareOptions {
   std::uint32_t steps = 2;         // draws per request
   std::uint64_t seed = 20171204;   // of the gradients and the stream keys
   std::vector<ClipMode> modes = {ClipMode::none, ClipMode::clip, ClipMode::saturate};
-  bool shared_scalar = true;       // one more case per family: a shared scalar (twice the own one)
+  bool shared_scalar = true;       // one more case per family and mode: a shared scalar (twice the own one)
   bool all_layers = true;          // false: layers 0, 1 and the last of multi-layer families
   bool stop_at_first = false;      // stop after the first differing case
   bool progress = false;           // progress line on stderr
   // Under clipping (own scalar), A may compute sigma in float32: its scalar may lie anywhere in
   // clip_scalar_window (B must be the spec's, e.g. the reference); A's trits must then be the spec
   // stream's under A's own scalar, and the payloads (whose headers hold the scalar) are not compared.
-  // false: scalars equal bit for bit.
+  // Under a given scalar with clipping A's own bound may lie anywhere in clip_bound_window: its trits
+  // must lie between the spec stream's at the window's two ends. false: scalars equal bit for bit.
   bool float32_sigma = false;
 };
 struct CompareCase {
@@ -221,6 +222,7 @@ struct CompareCase {
   std::uint64_t trits = 0;          // trits compared
   std::uint32_t payloads = 0;       // payloads compared byte for byte
   std::uint64_t scalar_ulps = 0;    // largest distance of A's scalar from B's where float32_sigma allowed one
+  bool bound_window = false;        // given scalar under clipping: A's trits judged within the window of clip bounds
   std::string difference;           // empty when identical; else the first difference
 };
 struct CompareResult {
