@@ -236,31 +236,25 @@ Result run_battery(Sampler& sampler, const Options& options) {
     jobs.push_back(std::move(j));
   }
   const std::size_t clip_end = jobs.size();
-  if (on("layerwise"))
+  // layerwise: one global scalar over the layers of multilayer and lenet, the main jobs' gradients
+  auto add_layerwise = [&](const std::string& check, const Params& params) {
     for (const char* f : {"multilayer", "lenet"}) {
       JobSpec j;
-      j.check = "layerwise";
-      j.grad = gradient(f, GradientVariant::plain);  // same gradient as the main (per-tensor) job
-      j.params = base;
+      j.check = check;
+      j.grad = gradient(f, GradientVariant::plain);
+      j.params = params;
       j.global_scalar = true;
       j.steps = P.steps;
       jobs.push_back(std::move(j));
     }
+  };
+  if (on("layerwise")) add_layerwise("layerwise", base);
   const std::size_t layerwise_end = jobs.size();
   // A shared scalar together with clipping: each worker (tensor) clamps at its own bound below the shared
   // scalar. When the base mode is clip-free, layerwise and aggregate run once more in the implementation's
   // first clipping mode (rows layerwise.clip.*, aggregate.clip.*), so a codec with every mode is asked too.
   const std::optional<Params> shared_clip = shared_clip_params(options);
-  if (on("layerwise") && shared_clip)
-    for (const char* f : {"multilayer", "lenet"}) {
-      JobSpec j;
-      j.check = std::string("layerwise.") + to_string(shared_clip->clip);
-      j.grad = gradient(f, GradientVariant::plain);
-      j.params = *shared_clip;
-      j.global_scalar = true;
-      j.steps = P.steps;
-      jobs.push_back(std::move(j));
-    }
+  if (on("layerwise") && shared_clip) add_layerwise(std::string("layerwise.") + to_string(shared_clip->clip), *shared_clip);
   // --skip structure / unbiased / variance leaves those rows out of every job, the clipping and layerwise
   // ones (clipping.unbiased, layerwise.structure, ...) included.
   for (auto& j : jobs) {
