@@ -285,7 +285,9 @@ Result run_battery(Sampler& sampler, const Options& options) {
   double total_units = 0.0;
   for (const auto& j : jobs) total_units += static_cast<double>(j.steps) * static_cast<double>(j.grad.size());
   if (on("streams")) total_units += 2.0 * P.stream_steps * P.d;
-  if (on("structure")) total_units += 9.0 * P.d;
+  if (on("structure")) total_units += 9.0 * P.d + static_cast<double>(checks::tails_elements()) *
+                                                  (supports(options, "none") + supports(options, "clip") +
+                                                   supports(options, "saturate"));
   if (on("collision"))
     total_units += 52.0 * P.d + static_cast<double>(long_probe_steps(P, P.d)) * std::min<std::size_t>(P.d, kLongProbeElements);
   if (on("aggregate")) total_units += (shared_clip ? 2.0 : 1.0) * P.agg_steps * P.d * P.agg_workers;
@@ -319,6 +321,7 @@ Result run_battery(Sampler& sampler, const Options& options) {
     }
   }
   if (on("structure")) run_fresh_gradient(c, P.d);
+  if (on("structure")) run_tails(c);
   if (on("streams")) run_streams(c, streams_grad, derive_seed(options.seed, KeyPurpose::streams, 0));
   if (on("collision")) run_collision(c, P.d, derive_seed(options.seed, KeyPurpose::collision, 0));
   if (on("aggregate")) run_aggregate(c, P.d, base);

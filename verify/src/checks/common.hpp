@@ -158,6 +158,11 @@ void run_cross(Ctx& c);
 /// structure/fresh gradients (exact): steps 0..2 of one key with gradients A, B, A in every mode the
 /// implementation has; each scalar must be its own gradient's (checks/fresh.cpp).
 void run_fresh_gradient(Ctx& c, std::size_t d);
+/// structure/tails (exact): the unique maximum planted at the last, the first and (negated) the last
+/// element of tensors of every remainder mod 16, one draw each in every mode (checks/tails.cpp).
+void run_tails(Ctx& c);
+/// Elements the tails row draws per mode (for the progress total).
+std::uint64_t tails_elements();
 
 }  // namespace checks
 }  // namespace tg::verify

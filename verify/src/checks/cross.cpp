@@ -22,9 +22,8 @@ void run_cross(Ctx& c) {
   co.d = c.opt.profile.cross_d;
   co.seed = c.opt.seed;
   co.modes.clear();
-  for (ClipMode m : {ClipMode::none, ClipMode::clip})
+  for (ClipMode m : {ClipMode::none, ClipMode::clip, ClipMode::saturate})
     if (supports(c.opt, to_string(m))) co.modes.push_back(m);
-  if (co.modes.empty()) co.modes = {ClipMode::saturate};
   co.shared_scalar = supports(c.opt, "shared-scalar");  // in each mode: under clipping each clamps at its own bound
   // The project's own codecs must agree bit for bit, scalars too. Any other implementation that draws the
   // spec's stream may compute sigma in float32 (the battery's clip-bound tolerance): its trits must then be

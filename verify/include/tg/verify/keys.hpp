@@ -16,6 +16,7 @@ enum class KeyPurpose : std::uint32_t {
   aggregate = 5,  // N workers sharing one scalar: worker w = stream worker w
   compare = 6,    // compare_samplers (terngrad compare, the cross check): key (seed, 3, 5 + layer, 11)
   fresh = 7,      // the fresh-gradient structure row: steps 0..2 of one key with gradients A, B, A
+  tails = 8,      // the tails structure row: its stream seed, and (with KeyPurpose::gradient) its values
 };
 
 /// Gradient variants: which draw of a family a check uses (index of KeyPurpose::gradient).
