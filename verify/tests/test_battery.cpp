@@ -810,6 +810,37 @@ TEST(Battery, CollisionFindsAKeyReusedAThousandStepsLater) {
   EXPECT_TRUE(described) << format_table(good);
 }
 
+// A codec's paths (encode, encode with a given scalar, clipped) may key their streams apart: a key bug on
+// one path only (the tensor left out of the key) shows only where the collision key list is drawn on that
+// path. It is drawn in every mode and with a given scalar in each, each pass scanned on its own.
+TEST(Battery, CollisionRunsOnEveryPathOfTheCodec) {
+  Options o = small_options(512, 16, 4, all_checks_but({"collision"}));
+  auto fails_on = [&](const char* name, std::function<bool(const DrawRequest&)> on_path, const char* pass) {
+    RewritingSampler bad(name, [on_path](const DrawRequest& r) {
+      DrawRequest q = r;
+      if (on_path(r)) q.key.tensor = 0;
+      return q;
+    });
+    Result r = run_battery(bad, o);
+    EXPECT_TRUE(failed(r, "collision")) << name << "\n" << format_table(r);
+    bool named = false;
+    for (const auto& row : r.rows) named |= row.detail.find(std::string("streams reused: clip ") + pass + ":") != std::string::npos;
+    EXPECT_TRUE(named) << name << "\n" << format_table(r);
+  };
+  fails_on("tensor-ignored-given-scalar", [](const DrawRequest& r) { return r.scalar.has_value(); },
+           "none with a given scalar");
+  fails_on("tensor-ignored-clipped", [](const DrawRequest& r) { return r.params.clip == ClipMode::clip; }, "clip");
+  fails_on("tensor-ignored-saturate-given", [](const DrawRequest& r) {
+    return r.params.clip == ClipMode::saturate && r.scalar.has_value();
+  }, "saturate with a given scalar");
+  auto ref = make_sampler("reference", {});
+  Result good = run_battery(*ref, o);
+  EXPECT_TRUE(good.pass()) << format_table(good);
+  bool described = false;
+  for (const auto& row : good.rows) described |= row.detail.find("in each of 6 passes") != std::string::npos;
+  EXPECT_TRUE(described) << format_table(good);
+}
+
 // ---- uniforms handed on from one step to the next at an offset --------------------------------------
 
 // Step 2i+1's elements k < d - floor(d/2) take (u + 0.3 mod 1) of step 2i's element k + floor(d/2): right

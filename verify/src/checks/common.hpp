@@ -161,6 +161,8 @@ void run_fresh_gradient(Ctx& c, std::size_t d);
 /// structure/tails (exact): the unique maximum planted at the last, the first and (negated) the last
 /// element of tensors of every remainder mod 16, one draw each in every mode (checks/tails.cpp).
 void run_tails(Ctx& c);
+/// How many passes of its key list the collision check draws (each mode, and each with a given scalar).
+std::size_t collision_passes(const Options& o);
 /// Elements the tails row draws per mode (for the progress total).
 std::uint64_t tails_elements();
 

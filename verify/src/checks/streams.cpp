@@ -110,6 +110,9 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
 namespace {
 
 constexpr std::size_t kRun = 128;  // a repeat of this many mask bits is a finding
+// A degenerate implementation (masks far from fair coins: long runs of zeros) makes many windows equal;
+// a scan stops after kMaxRepeats findings or kMaxCompares comparisons.
+constexpr std::uint64_t kMaxRepeats = 16, kMaxCompares = 2000000;
 
 struct ProbeStream {
   StreamKey key;
@@ -155,18 +158,24 @@ std::uint32_t long_probe_steps(const Profile& p, std::size_t d) {
   return static_cast<std::uint32_t>(std::min<std::uint64_t>(std::uint64_t{64} * p.steps, 65536));
 }
 
-void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
-  // Probe: element 0 is 1 (the scalar), every other is +-1/2 (alternating signs), so p_k = 1/2
-  // exactly and the keep bit is a fair coin under H0. Its sigma is about 1/2, so a clip bound
-  // c sigma (c = 2.5) exceeds 1: the probe is the same in every clipping mode.
-  std::vector<float> g(d, 0.5f);
-  for (std::size_t k = 1; k < d; k += 2) g[k] = -0.5f;
-  g[0] = 1.0f;
-  const Params params = base_params(c.opt);
-  const std::vector<KeyBlock> keys = collision_keys(stream_seed);
+namespace {
+
+// One probe pass: every listed key drawn under one mode (and scalar), its mask bits, and the scan of
+// every window at every offset for a run of >= kRun bits shared with an aligned window elsewhere.
+struct ProbeScan {
   std::vector<ProbeStream> streams;
+  double kept = 0.0, bits = 0.0;  // the fair-coin tally (element 0 left out)
+  std::uint64_t repeats = 0, windows = 0;
+  bool stopped = false;
+  std::string first;
+};
+
+ProbeScan probe_and_scan(Ctx& c, const std::vector<float>& g, const Params& params, std::optional<float> scalar,
+                         const std::vector<KeyBlock>& keys) {
+  const std::size_t d = g.size();
+  ProbeScan P;
   for (const auto& kb : keys) {
-    Draws dr = c.sampler.draw({g, params, kb.first, kb.steps, std::nullopt});
+    Draws dr = c.sampler.draw({g, params, kb.first, kb.steps, scalar});
     for (std::uint32_t j = 0; j < kb.steps; ++j) {
       ProbeStream ps;
       ps.key = kb.first;
@@ -175,61 +184,37 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
       auto row = dr.row(j);
       for (std::size_t k = 0; k < d; ++k)
         if (row[k] != 0) ps.bits[k / 64] |= std::uint64_t{1} << (k % 64);
-      streams.push_back(std::move(ps));
+      P.streams.push_back(std::move(ps));
     }
     c.progress.add(static_cast<double>(kb.steps) * d, "collision");
   }
-  // The probe's masks must be fair coins: under H0 the kept fraction of the N bits (element 0, always
-  // kept, left out) is within 1/2 +- 0.05 except with probability 2 exp(-2 N 0.05^2) (Hoeffding).
-  // A codec whose keep rule or scalar differs from the spec's fails here, and reuse is not judged.
-  double kept = 0.0, bits = 0.0;
-  for (const auto& ps : streams)
-    for (std::size_t k = 1; k < d; ++k) kept += bit_at(ps.bits, k), bits += 1.0;
-  const double frac = bits > 0 ? kept / bits : 0.5;
-  const double coin_bound = 2.0 * std::exp(-2.0 * bits * 0.05 * 0.05);
-  if (std::fabs(frac - 0.5) > 0.05) {
-    Row r = stat_row(c, "collision", "p=1/2 probe");
-    r.statistic = strf("kept fraction %.4f", frac);
-    r.threshold = "1/2 +- 0.05";
-    r.p = coin_bound;
-    r.pvalue = strf("p <= %.2g", coin_bound);
-    r.power = "any reuse of >= 128 mask bits";
-    r.pass = false;
-    r.detail = strf("the probe (every |g| = s/2, so p = 1/2) was kept in a fraction %.4f of %.0f draws: the keep rule "
-                    "or the scalar is not the spec's (see structure), so stream reuse cannot be judged", frac, bits);
-    mark_rejected(r);
-    c.rows.push_back(r);
-    return;
-  }
+  for (const auto& ps : P.streams)
+    for (std::size_t k = 1; k < d; ++k) P.kept += bit_at(ps.bits, k), P.bits += 1.0;
+  if (std::fabs((P.bits > 0 ? P.kept / P.bits : 0.5) - 0.5) > 0.05) return P;  // not judged: see the caller
   // Index the aligned 64-bit windows; slide over every offset of every stream. Two streams (or two
   // places of one) sharing a run of >= 128 bits share at least one aligned window inside the run.
   std::unordered_multimap<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> aligned;
   const std::size_t last = d >= 64 ? d - 64 : 0;
+  const auto& streams = P.streams;
   for (std::uint32_t s = 0; s < streams.size(); ++s)
     for (std::size_t j = 0; j + 64 <= d; j += 64) aligned.emplace(window_at(streams[s].bits, j), std::make_pair(s, static_cast<std::uint32_t>(j)));
-  std::uint64_t repeats = 0, windows = 0;
-  std::string first;
   // (stream, stream, offset difference, complemented)
   std::vector<std::tuple<std::uint32_t, std::uint32_t, std::int64_t, int>> seen;
-  // A degenerate implementation (masks far from fair coins: long runs of zeros) makes many windows
-  // equal; the scan stops after kMaxRepeats findings or kMaxCompares comparisons.
-  constexpr std::uint64_t kMaxRepeats = 16, kMaxCompares = 2000000;
   std::uint64_t compares = 0;
-  bool stopped = false;
   // Each window is looked up as it is and complemented: a run of uniforms reused as 1 - u ("antithetic
   // variates") gives the complemented mask bits on the p = 1/2 probe, at any distance.
-  for (std::uint32_t s = 0; s < streams.size() && d >= 64 && !stopped; ++s) {
+  for (std::uint32_t s = 0; s < streams.size() && d >= 64 && !P.stopped; ++s) {
     const auto& A = streams[s].bits;
-    for (std::size_t j = 0; j <= last && !stopped; ++j) {
-      ++windows;
-      for (int flip = 0; flip < 2 && !stopped; ++flip) {
+    for (std::size_t j = 0; j <= last && !P.stopped; ++j) {
+      ++P.windows;
+      for (int flip = 0; flip < 2 && !P.stopped; ++flip) {
         const std::uint64_t key = window_at(A, j) ^ (flip ? ~std::uint64_t{0} : 0);
         auto range = aligned.equal_range(key);
         for (auto it = range.first; it != range.second; ++it) {
           auto [s2, j2] = it->second;
           if (s2 == s && j2 == j) continue;  // the window itself (never its own complement)
-          if (++compares > kMaxCompares || repeats >= kMaxRepeats) {
-            stopped = true;
+          if (++compares > kMaxCompares || P.repeats >= kMaxRepeats) {
+            P.stopped = true;
             break;
           }
           const auto& B = streams[s2].bits;
@@ -242,13 +227,89 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
                                       s <= s2 ? static_cast<std::int64_t>(j) - j2 : static_cast<std::int64_t>(j2) - j, flip);
           if (std::find(seen.begin(), seen.end(), diag) != seen.end()) continue;
           seen.push_back(diag);
-          if (repeats++ == 0)
-            first = strf("mask bits %zu..%zu of %s %s bits %zu..%zu of %s (%zu bits)", j - back, j - back + run - 1,
-                         streams[s].name().c_str(), flip ? "are the complement of" : "equal", j2 - back,
-                         j2 - back + run - 1, streams[s2].name().c_str(), run);
+          if (P.repeats++ == 0)
+            P.first = strf("mask bits %zu..%zu of %s %s bits %zu..%zu of %s (%zu bits)", j - back, j - back + run - 1,
+                           streams[s].name().c_str(), flip ? "are the complement of" : "equal", j2 - back,
+                           j2 - back + run - 1, streams[s2].name().c_str(), run);
         }
       }
     }
+  }
+  return P;
+}
+
+struct ProbePass {
+  Params params;
+  std::optional<float> scalar;
+  std::string name;
+};
+std::vector<ProbePass> probe_passes(const Options& o) {
+  const Params params = base_params(o);
+  std::vector<ProbePass> passes{{params, std::nullopt, to_string(params.clip)}};
+  for (ClipMode m : {ClipMode::none, ClipMode::clip, ClipMode::saturate}) {
+    if (!supports(o, to_string(m))) continue;
+    Params pm = params;
+    pm.clip = m;
+    if (m != params.clip) passes.push_back({pm, std::nullopt, to_string(m)});
+    if (supports(o, "shared-scalar")) passes.push_back({pm, 1.0f, std::string(to_string(m)) + " with a given scalar"});
+  }
+  return passes;
+}
+
+}  // namespace
+
+std::size_t collision_passes(const Options& o) { return probe_passes(o).size(); }
+
+void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
+  // Probe: element 0 is 1 (the scalar), every other is +-1/2 (alternating signs), so p_k = 1/2
+  // exactly and the keep bit is a fair coin under H0. Its sigma is about 1/2, so a clip bound
+  // c sigma (c = 2.5) exceeds 1: the probe is the same in every clipping mode, and with a given
+  // scalar 1 (its own).
+  std::vector<float> g(d, 0.5f);
+  for (std::size_t k = 1; k < d; k += 2) g[k] = -0.5f;
+  g[0] = 1.0f;
+  const Params params = base_params(c.opt);
+  const std::vector<KeyBlock> keys = collision_keys(stream_seed);
+  // The key list in the base mode, then in each other mode the implementation has and with a given
+  // scalar in each mode: a codec's paths (encode, encode with a scalar, clipped) may key their streams
+  // apart, and a key bug on one path shows only there. Each pass is scanned on its own (the same key
+  // gives the same mask in every mode of a spec-stream codec).
+  const std::vector<ProbePass> passes = probe_passes(c.opt);
+  std::vector<ProbeStream> streams;  // the base pass's, for the long probe
+  std::uint64_t repeats = 0, windows = 0;
+  bool stopped = false;
+  std::string first, pass_names;
+  double coin_bound = 0.0, scan_bound = 0.0;
+  for (std::size_t pi = 0; pi < passes.size(); ++pi) {
+    ProbeScan P = probe_and_scan(c, g, passes[pi].params, passes[pi].scalar, keys);
+    pass_names += (pi ? ", " : "") + passes[pi].name;
+    // The probe's masks must be fair coins: under H0 the kept fraction of the N bits (element 0, always
+    // kept, left out) is within 1/2 +- 0.05 except with probability 2 exp(-2 N 0.05^2) (Hoeffding).
+    // A codec whose keep rule or scalar differs from the spec's fails here, and reuse is not judged.
+    const double frac = P.bits > 0 ? P.kept / P.bits : 0.5;
+    coin_bound += 2.0 * std::exp(-2.0 * P.bits * 0.05 * 0.05);
+    if (std::fabs(frac - 0.5) > 0.05) {
+      Row r = stat_row(c, "collision", "p=1/2 probe");
+      r.statistic = strf("kept fraction %.4f", frac);
+      r.threshold = "1/2 +- 0.05";
+      r.p = coin_bound;
+      r.pvalue = strf("p <= %.2g", coin_bound);
+      r.power = "any reuse of >= 128 mask bits";
+      r.pass = false;
+      r.detail = strf("clip %s: the probe (every |g| = s/2, so p = 1/2) was kept in a fraction %.4f of %.0f draws: the "
+                      "keep rule or the scalar is not the spec's (see structure), so stream reuse cannot be judged",
+                      passes[pi].name.c_str(), frac, P.bits);
+      mark_rejected(r);
+      c.rows.push_back(r);
+      return;
+    }
+    // Under H0 two given places agree (or are complements) on kRun fair bits with probability 2^-kRun
+    // each; over all pairs of places the chance of any finding is at most 2 (streams * d)^2 2^-kRun.
+    const double places = static_cast<double>(P.streams.size()) * static_cast<double>(d);
+    scan_bound += 2.0 * places * places * std::ldexp(1.0, -static_cast<int>(kRun));
+    if (P.repeats && repeats == 0) first = "clip " + passes[pi].name + ": " + P.first;
+    repeats += P.repeats, windows += P.windows, stopped |= P.stopped;
+    if (pi == 0) streams = std::move(P.streams);
   }
   // The long probe: steps 0 .. H-1 of key (S, worker 0, tensor 0) on the first m elements. A key that
   // reuses that stream H or fewer steps later (additive keys with a multiplier, step + 1001 worker: worker
@@ -298,8 +359,7 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   // Under H0 two given places agree (or are complements) on kRun fair bits with probability 2^-kRun
   // each; over all pairs of places the chance of any finding is at most 2 (streams * d)^2 2^-kRun. The
   // long probe compares each probe row with each of its H rows on m - 64 fair bits.
-  const double places = static_cast<double>(streams.size()) * static_cast<double>(d);
-  const double bound = 2.0 * places * places * std::ldexp(1.0, -static_cast<int>(kRun)) + coin_bound +
+  const double bound = scan_bound + coin_bound +
                        (H ? 2.0 * static_cast<double>(streams.size()) * H * std::ldexp(1.0, -static_cast<int>(m - 64)) : 0.0);
   Row r = stat_row(c, "collision", "p=1/2 probe");
   if (stopped && repeats == 0) {
@@ -316,8 +376,10 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   r.detail = repeats ? "streams reused: " + first + (repeats > 1 ? strf(" (and %llu more)", static_cast<unsigned long long>(repeats - 1)) : "")
                      : strf("%zu streams of %zu mask bits (%zu keys: steps 0..3 x workers 0..3 x tensors 0..1, steps "
                             "near 2^16, 2^31 and 2^32, workers and tensors up to 2^32-1, seeds differing in the high "
-                            "word); %llu windows at every offset; %s; false-fail probability <= %.2g",
-                            streams.size(), d, keys.size(), static_cast<unsigned long long>(windows),
+                            "word) in each of %zu passes (clip %s), each scanned on its own; %llu windows at every "
+                            "offset; %s; false-fail probability <= %.2g",
+                            streams.size(), d, keys.size(), passes.size(), pass_names.c_str(),
+                            static_cast<unsigned long long>(windows),
                             H ? strf("each of them against steps 0..%u of (worker 0, tensor 0) on %zu elements (a key "
                                      "that reuses that stream up to %u steps later)", H - 1, m, H - 1).c_str()
                               : "no long probe (fewer than 192 elements)",
