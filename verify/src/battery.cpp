@@ -160,6 +160,8 @@ Result check_samples(std::span<const TensorSamples> tensors, const SampleCheckOp
   return res;
 }
 
+std::uint32_t large_steps(const Profile& p) { return std::max<std::uint32_t>(8, p.steps / 32); }
+
 Result run_battery(Sampler& sampler, const Options& options) {
   const Profile& P = options.profile;
   if (P.d < 16 || P.steps < 2 || P.steps % 2 || P.stream_steps < 2 || P.stream_steps % 2 || P.agg_workers < 1 ||
@@ -255,6 +257,21 @@ Result run_battery(Sampler& sampler, const Options& options) {
   // first clipping mode (rows layerwise.clip.*, aggregate.clip.*), so a codec with every mode is asked too.
   const std::optional<Params> shared_clip = shared_clip_params(options);
   if (on("layerwise") && shared_clip) add_layerwise(std::string("layerwise.") + to_string(shared_clip->clip), *shared_clip);
+  // large: one gaussian tensor of kLargeElements (2^20 + 3) with few draws, in the base mode. Bugs that
+  // begin above a size (a counter that wraps, per-thread chunks that restart the stream, a scalar per
+  // bucket) stay out of every family (2^13 to 2^18 elements). Last in the plan, so that the other jobs
+  // keep their stream seeds; pooled with the families.
+  std::optional<std::size_t> large_job;
+  if (main_on) {
+    JobSpec j;
+    j.grad = make_gradient("gaussian", kLargeElements,
+                           derive_seed(options.seed, KeyPurpose::gradient, static_cast<std::uint32_t>(GradientVariant::large)));
+    j.grad.family = "large";
+    j.params = base;
+    j.steps = large_steps(P);
+    large_job = jobs.size();
+    jobs.push_back(std::move(j));
+  }
   // --skip structure / unbiased / variance leaves those rows out of every job, the clipping and layerwise
   // ones (clipping.unbiased, layerwise.structure, ...) included.
   for (auto& j : jobs) {
@@ -289,7 +306,7 @@ Result run_battery(Sampler& sampler, const Options& options) {
                                                   (supports(options, "none") + supports(options, "clip") +
                                                    supports(options, "saturate"));
   if (on("collision"))
-    total_units += 52.0 * P.d * static_cast<double>(collision_passes(options)) + static_cast<double>(long_probe_steps(P, P.d)) * std::min<std::size_t>(P.d, kLongProbeElements);
+    total_units += 52.0 * P.d * static_cast<double>(collision_passes(options)) + 4.0 * kLargeElements + static_cast<double>(long_probe_steps(P, P.d)) * std::min<std::size_t>(P.d, kLongProbeElements);
   if (on("aggregate")) total_units += (shared_clip ? 2.0 : 1.0) * P.agg_steps * P.d * P.agg_workers;
   Progress progress(options.progress, total_units, options.poll);
   Ctx c{sampler, options, res.alpha_each, res.rows, progress};
@@ -298,7 +315,7 @@ Result run_battery(Sampler& sampler, const Options& options) {
   std::vector<JobOut> outs;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     outs.push_back(run_job(c, jobs[i]));
-    if (i < main_jobs) {
+    if (i < main_jobs || i == large_job) {
       pool_S += outs.back().pooled_S, pool_V += outs.back().pooled_V;
       pool_N += static_cast<double>(jobs[i].steps) * static_cast<double>(jobs[i].grad.size());
     }

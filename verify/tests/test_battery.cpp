@@ -841,6 +841,61 @@ TEST(Battery, CollisionRunsOnEveryPathOfTheCodec) {
   EXPECT_TRUE(described) << format_table(good);
 }
 
+// Bugs that begin above a size: per-thread chunks of 2^17 elements that restart the stream (each chunk
+// drawn as its own tensor under the same key), or that take their own scalar (a bucketed scalar). The
+// families stay below 2^18 elements; the large job (2^20 + 3) and the collision check's large pass see them.
+class ChunkedSampler : public Sampler {
+ public:
+  explicit ChunkedSampler(bool own_scalar) : own_scalar_(own_scalar) {}
+  std::string name() const override { return own_scalar_ ? "chunk-scalar" : "chunk-restart"; }
+  Draws draw(const DrawRequest& r) override {
+    constexpr std::size_t L = std::size_t{1} << 17;
+    if (r.g.size() <= L) return ref_->draw(r);
+    std::optional<float> s = r.scalar;
+    if (!s && !own_scalar_) s = tensor_scalar(reference_codec(), r.g, r.params, r.key.tensor);
+    Draws out;
+    out.d = r.g.size(), out.steps = r.steps;
+    out.trits.assign(r.g.size() * r.steps, 0);
+    out.scalars.assign(r.steps, 0.0f);
+    for (std::size_t c0 = 0; c0 < r.g.size(); c0 += L) {
+      const std::size_t n = std::min(L, r.g.size() - c0);
+      Draws part = ref_->draw({r.g.subspan(c0, n), r.params, r.key, r.steps, s});
+      for (std::uint32_t j = 0; j < r.steps; ++j) {
+        std::copy_n(part.trits.begin() + static_cast<std::ptrdiff_t>(j * n), n,
+                    out.trits.begin() + static_cast<std::ptrdiff_t>(j * r.g.size() + c0));
+        out.scalars[j] = std::max(out.scalars[j], part.scalars[j]);  // the row's scalar: the largest chunk's
+      }
+    }
+    return out;
+  }
+
+ private:
+  bool own_scalar_;
+  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+};
+
+TEST(Battery, LargeTensorsFindChunkedStreamsAndScalars) {
+  Options o = small_options(512, 16, 4, all_checks_but({"structure", "unbiased", "variance", "collision"}));
+  ChunkedSampler restart(false);
+  Result r = run_battery(restart, o);
+  EXPECT_TRUE(failed(r, "collision")) << format_table(r);
+  bool named = false;
+  for (const auto& row : r.rows) named |= row.detail.find("large (2^20+3 elements, 4 keys)") != std::string::npos;
+  EXPECT_TRUE(named) << format_table(r);
+  ChunkedSampler bucketed(true);
+  Result b = run_battery(bucketed, o);
+  bool large_bias = false;  // keep probabilities from each chunk's own scalar, values from the largest
+  for (const auto& row : b.rows) large_bias |= row.id == "unbiased-pooled/large" && !row.pass;
+  EXPECT_TRUE(large_bias) << format_table(b);
+  auto ref = make_sampler("reference", {});
+  Result good = run_battery(*ref, o);
+  EXPECT_TRUE(good.pass()) << format_table(good);
+  EXPECT_EQ(large_steps(o.profile), 8u);
+  bool sized = false;
+  for (const auto& row : good.rows) sized |= row.id == "structure/large" && row.detail.find("1048579 elements") != std::string::npos;
+  EXPECT_TRUE(sized) << format_table(good);
+}
+
 // ---- uniforms handed on from one step to the next at an offset --------------------------------------
 
 // Step 2i+1's elements k < d - floor(d/2) take (u + 0.3 mod 1) of step 2i's element k + floor(d/2): right

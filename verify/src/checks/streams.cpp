@@ -217,15 +217,15 @@ ProbeScan probe_and_scan(Ctx& c, const std::vector<float>& g, const Params& para
             P.stopped = true;
             break;
           }
+          auto diag = std::make_tuple(std::min(s, s2), std::max(s, s2),
+                                      s <= s2 ? static_cast<std::int64_t>(j) - j2 : static_cast<std::int64_t>(j2) - j, flip);
+          if (std::find(seen.begin(), seen.end(), diag) != seen.end()) continue;  // a run already found
           const auto& B = streams[s2].bits;
           std::size_t back = 0, fwd = 0;
           while (back < j && back < j2 && (bit_at(A, j - back - 1) ^ flip) == bit_at(B, j2 - back - 1)) ++back;
           while (j + 64 + fwd < d && j2 + 64 + fwd < d && (bit_at(A, j + 64 + fwd) ^ flip) == bit_at(B, j2 + 64 + fwd)) ++fwd;
           const std::size_t run = back + 64 + fwd;
           if (run < kRun) continue;
-          auto diag = std::make_tuple(std::min(s, s2), std::max(s, s2),
-                                      s <= s2 ? static_cast<std::int64_t>(j) - j2 : static_cast<std::int64_t>(j2) - j, flip);
-          if (std::find(seen.begin(), seen.end(), diag) != seen.end()) continue;
           seen.push_back(diag);
           if (P.repeats++ == 0)
             P.first = strf("mask bits %zu..%zu of %s %s bits %zu..%zu of %s (%zu bits)", j - back, j - back + run - 1,
@@ -280,9 +280,20 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   bool stopped = false;
   std::string first, pass_names;
   double coin_bound = 0.0, scan_bound = 0.0;
-  for (std::size_t pi = 0; pi < passes.size(); ++pi) {
-    ProbeScan P = probe_and_scan(c, g, passes[pi].params, passes[pi].scalar, keys);
-    pass_names += (pi ? ", " : "") + passes[pi].name;
+  // The large pass: the probe on kLargeElements (2^20 + 3) under four keys in the base mode, scanned on its
+  // own: a stream that repeats inside one large tensor at any lag (a counter that wraps, per-thread chunks
+  // that restart it), where every other pass is smaller.
+  std::vector<float> big(kLargeElements, 0.5f);
+  for (std::size_t k = 1; k < big.size(); k += 2) big[k] = -0.5f;
+  big[0] = 1.0f;
+  const std::vector<KeyBlock> big_keys = {{{stream_seed, 0, 0, 0}, 2}, {{stream_seed, 1, 0, 0}, 1}, {{stream_seed, 0, 1, 0}, 1}};
+  for (std::size_t pi = 0; pi <= passes.size(); ++pi) {
+    const bool large = pi == passes.size();
+    const ProbePass& pass = large ? passes[0] : passes[pi];
+    const std::string name = large ? pass.name + ", large (2^20+3 elements, 4 keys)" : pass.name;
+    const std::vector<float>& gp = large ? big : g;
+    ProbeScan P = probe_and_scan(c, gp, pass.params, pass.scalar, large ? big_keys : keys);
+    pass_names += (pi ? ", " : "") + name;
     // The probe's masks must be fair coins: under H0 the kept fraction of the N bits (element 0, always
     // kept, left out) is within 1/2 +- 0.05 except with probability 2 exp(-2 N 0.05^2) (Hoeffding).
     // A codec whose keep rule or scalar differs from the spec's fails here, and reuse is not judged.
@@ -298,16 +309,16 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
       r.pass = false;
       r.detail = strf("clip %s: the probe (every |g| = s/2, so p = 1/2) was kept in a fraction %.4f of %.0f draws: the "
                       "keep rule or the scalar is not the spec's (see structure), so stream reuse cannot be judged",
-                      passes[pi].name.c_str(), frac, P.bits);
+                      name.c_str(), frac, P.bits);
       mark_rejected(r);
       c.rows.push_back(r);
       return;
     }
     // Under H0 two given places agree (or are complements) on kRun fair bits with probability 2^-kRun
     // each; over all pairs of places the chance of any finding is at most 2 (streams * d)^2 2^-kRun.
-    const double places = static_cast<double>(P.streams.size()) * static_cast<double>(d);
+    const double places = static_cast<double>(P.streams.size()) * static_cast<double>(gp.size());
     scan_bound += 2.0 * places * places * std::ldexp(1.0, -static_cast<int>(kRun));
-    if (P.repeats && repeats == 0) first = "clip " + passes[pi].name + ": " + P.first;
+    if (P.repeats && repeats == 0) first = "clip " + name + ": " + P.first;
     repeats += P.repeats, windows += P.windows, stopped |= P.stopped;
     if (pi == 0) streams = std::move(P.streams);
   }
@@ -376,7 +387,7 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   r.detail = repeats ? "streams reused: " + first + (repeats > 1 ? strf(" (and %llu more)", static_cast<unsigned long long>(repeats - 1)) : "")
                      : strf("%zu streams of %zu mask bits (%zu keys: steps 0..3 x workers 0..3 x tensors 0..1, steps "
                             "near 2^16, 2^31 and 2^32, workers and tensors up to 2^32-1, seeds differing in the high "
-                            "word) in each of %zu passes (clip %s), each scanned on its own; %llu windows at every "
+                            "word) in each of %zu passes, and 4 streams of 2^20+3 mask bits (clip %s), each pass scanned on its own; %llu windows at every "
                             "offset; %s; false-fail probability <= %.2g",
                             streams.size(), d, keys.size(), passes.size(), pass_names.c_str(),
                             static_cast<unsigned long long>(windows),

@@ -103,6 +103,11 @@ Result run_battery(Sampler& sampler, const Options& options);
 /// (c * sigma with sigma in double, reduce.hpp) is correct (sigma in float32 differs in the last
 /// bits); further away, the structure check fails and says by how many ulps.
 inline constexpr std::uint32_t kClipBoundUlps = 16;
+/// The large job's tensor (family label `large`: gaussian) and the collision check's large probe: bugs
+/// that begin above a size, where every family is smaller.
+inline constexpr std::size_t kLargeElements = (std::size_t{1} << 20) + 3;
+/// The large job's draws: the profile's draws / 32, at least 8 (quick 8, ci 32, full 128).
+std::uint32_t large_steps(const Profile& p);
 /// Where a correct float32 codec's clip bound (or scalar) may lie for one tensor. The spec's value, and
 /// [lo, hi]: lo is kClipBoundUlps below the spec's; hi is kClipBoundUlps above the larger of the spec's
 /// and c sqrt(sigma^2 + delta^2), where delta = (ceil(log2 d) + 2) 2^-24 mean|g| bounds the error of a

@@ -27,6 +27,7 @@ enum class GradientVariant : std::uint32_t {
   streams = 3,   // the streams check's gaussian
   compare = 4,   // compare_samplers' families
   fresh = 5,     // the fresh-gradient structure row: A (gaussian), and B (student_t) at fresh + 1
+  large = 7,     // the large job's gaussian (kLargeElements)
   aggregate = 16  // + worker: the aggregate check's workers
 };
 
