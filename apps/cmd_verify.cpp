@@ -30,6 +30,7 @@ struct VerifyOptions {
   std::string json, junit;
   std::vector<std::string> skip;
   std::vector<std::string> supports;
+  bool unseeded = false;
   bool self_test = false;
   std::string example;
   double exec_timeout = 300.0;
@@ -53,6 +54,7 @@ Options make_options(const VerifyOptions& o) {
   opt.seed = o.seed;
   opt.skip.insert(o.skip.begin(), o.skip.end());
   opt.supports.insert(o.supports.begin(), o.supports.end());
+  opt.reproducible = !o.unseeded;
   opt.progress = !o.no_progress;
   return opt;
 }
@@ -265,6 +267,9 @@ static Command verify_command() {
                     "left out")
         ->delimiter(',')
         ->check(CLI::IsMember(capability_names()));
+    sub->add_flag("--unseeded", opts->unseeded,
+                  "The implementation draws fresh randomness on every call (a framework's global generator), so the "
+                  "same key does not give the same bytes: leave out only the same-key comparisons and cross");
     sub->add_flag("--self-test", opts->self_test,
                   "Run the battery on every correct implementation and variant (all must pass) and every mutant (all "
                   "must fail)");

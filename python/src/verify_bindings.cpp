@@ -241,7 +241,7 @@ void bind_verify(nb::module_& m) {
       "run",
       [](nb::object impl, const std::string& profile, std::uint64_t seed, std::vector<std::string> skip,
          std::optional<double> alpha, std::optional<double> beta, bool progress, std::optional<std::string> name,
-         std::vector<std::string> supports) {
+         std::vector<std::string> supports, bool reproducible) {
         tv::Options o;
         o.profile = tv::profile_named(profile);
         if (alpha) o.profile.alpha_total = *alpha;
@@ -249,6 +249,7 @@ void bind_verify(nb::module_& m) {
         o.seed = seed;
         o.skip.insert(skip.begin(), skip.end());
         o.supports.insert(supports.begin(), supports.end());
+        o.reproducible = reproducible;
         o.progress = progress;
         bool python = false;
         std::unique_ptr<tv::Sampler> s = sampler_of(impl, name, &python);
@@ -264,14 +265,16 @@ void bind_verify(nb::module_& m) {
       },
       "impl"_a = "optimized", "profile"_a = "ci", "seed"_a = 20171204, "skip"_a = std::vector<std::string>{},
       "alpha"_a = nb::none(), "beta"_a = nb::none(), "progress"_a = false, "name"_a = nb::none(),
-      "supports"_a = std::vector<std::string>{},
+      "supports"_a = std::vector<std::string>{}, "reproducible"_a = true,
       (std::string("Run the whole battery (the checks of CHECKS on the families of docs/battery.md) and return a "
                    "Result. impl: 'optimized', 'reference', 'mutant:NAME' (see MUTANTS), 'exec:CMD' (an external "
                    "program, docs/battery.md), or a Python function\n    ") +
        kDrawDoc +
        "\nprofile: 'quick', 'ci' (the default, as the CLI's) or 'full' (sizes and alpha_total; alpha/beta override). skip: check names to "
        "leave out, e.g. ['cross']. supports: what the implementation implements (CAPABILITIES; default all), "
-       "e.g. ['clip', 'spec-stream'] for a codec that always clips. A correct implementation fails with "
+       "e.g. ['clip', 'spec-stream'] for a codec that always clips. reproducible=False: the implementation draws "
+       "fresh randomness on every call (a framework's global generator), so only the same-key comparisons and "
+       "cross are left out. A correct implementation fails with "
        "probability <= alpha_total. 'cuda' "
        "raises Unavailable when the module was built without the CUDA codec or no usable device is present.")
           .c_str());

@@ -249,6 +249,23 @@ def test_run_on_a_function_with_its_own_random_numbers():
     r = tv.run(per_request, profile="quick", skip=["streams", "collision", "clipping", "layerwise", "aggregate", "cross"])
     assert "structure" in r.failed_checks and "step 1 drawn alone differs" in r.table()
 
+    # Fresh randomness on every call (a framework's global generator, as GRACE draws): the same key gives other
+    # bytes. Declared with reproducible=False it passes; everything but the same-key comparisons still applies.
+    rng = np.random.default_rng(5)
+
+    def unseeded(g, *, seed, worker, tensor, step, steps, clip, c, scalar):
+        s, cap = nc.rule(g, clip, c, scalar)
+        p = np.minimum(np.abs(g), cap) / s if s > 0 else np.zeros(g.size)
+        u = rng.random((steps, g.size))
+        trits = np.where(u < p[None, :], np.where(g < 0, -1, 1)[None, :], 0).astype(np.int8)
+        return trits, np.full(steps, s, np.float32)
+
+    few = ["streams", "collision", "clipping", "layerwise", "aggregate"]
+    r = tv.run(unseeded, profile="quick", skip=few)
+    assert "structure" in r.failed_checks and "again with the same key" in r.table()
+    r = tv.run(unseeded, profile="quick", skip=few, reproducible=False)
+    assert r.passed, r.table()
+
 
 def test_compare_names_and_functions_bit_for_bit():
     nc = numpy_example()
@@ -261,7 +278,7 @@ def test_compare_names_and_functions_bit_for_bit():
     assert same.payloads == 0 and same.trits > 0      # a function has no payloads to compare
     codecs = tv.compare("reference", "optimized", d=300)
     assert codecs.identical and codecs.payloads == 2 * len(codecs.cases)
-    assert {k.mode for k in codecs.cases} == {"none", "clip", "saturate", "none+shared"}
+    assert {k.mode for k in codecs.cases} == {"none", "clip", "saturate", "none+shared", "clip+shared", "saturate+shared"}
 
     def off_by_one_step(g, *, seed, worker, tensor, step, steps, clip, c, scalar):
         return nc.ternarize(g, seed, worker, tensor, step + 1, steps, clip, c, scalar)

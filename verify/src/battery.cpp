@@ -184,6 +184,8 @@ Result run_battery(Sampler& sampler, const Options& options) {
     if (options.skip.count(check)) return "left out by --skip " + check;
     if ((check == "layerwise" || check == "aggregate") && !supports(options, "shared-scalar"))
       return "the implementation does not take a shared scalar (--supports without shared-scalar)";
+    if (check == "cross" && !options.reproducible)
+      return "the implementation draws fresh randomness on every call (--unseeded): bytes cannot match";
     if (check == "cross" && !supports(options, "spec-stream"))
       return "the implementation has its own random stream (--supports without spec-stream): bytes cannot match";
     if (check == "clipping" && !supports(options, "clip") && !supports(options, "saturate"))

@@ -371,6 +371,24 @@ TEST(ClipTolerance, WithinSixteenUlpsPassesBeyondFails) {
   EXPECT_EQ(ulp_distance(1.0f, std::nextafter(1.0f, 2.0f)), 1u);
 }
 
+// A wrong scalar is named first, even when a later row's scalar changes too (an all-zero row reported with
+// scalar 0): the change follows from it.
+TEST(ClipTolerance, AWrongScalarIsNamedBeforeAChangedOne) {
+  Params params;
+  params.clip = ClipMode::clip;
+  std::vector<float> g = make_gradient("gaussian", 4096, 5).layers[0].g;
+  Draws d = make_codec_sampler(std::make_shared<ShiftedBoundCodec>(40), "shifted")->draw({g, params, {3, 0, 0, 0}, 16, std::nullopt});
+  std::fill(d.trits.begin() + 7 * 4096, d.trits.begin() + 8 * 4096, std::int8_t{0});
+  d.scalars[7] = 0.0f;
+  TensorSamples t{g, d.trits, d.scalars, std::nullopt, d.defect};
+  SampleCheckOptions so;
+  so.params = params;
+  Result r = check_samples({&t, 1}, so);
+  ASSERT_TRUE(failed(r, "structure"));
+  EXPECT_EQ(r.rows[0].detail.find("tensor: scalar "), 0u) << r.rows[0].detail;
+  EXPECT_NE(r.rows[0].detail.find("; then tensor step 7: scalar 0"), std::string::npos) << r.rows[0].detail;
+}
+
 // compare --stat holds each side to the battery's rule: its clip bound within kClipBoundUlps of the spec's,
 // on either side (so two correct codecs may lie twice that apart); one ulp more is a difference.
 TEST(ClipTolerance, CompareStatAllowsEachSideTheTolerance) {
@@ -744,6 +762,7 @@ TEST(Battery, SharedScalarWithClippingIsAskedOfEveryCodec) {
 // only the step changes). Every other check sends one gradient per key, so it passed them all.
 class StaleScalarSampler : public Sampler {
  public:
+  explicit StaleScalarSampler(std::unique_ptr<Sampler> inner = make_sampler("reference", {})) : ref_(std::move(inner)) {}
   std::string name() const override { return "stale-scalar"; }
   Draws draw(const DrawRequest& r) override {
     if (r.scalar) return ref_->draw(r);
@@ -757,9 +776,46 @@ class StaleScalarSampler : public Sampler {
   }
 
  private:
-  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+  std::unique_ptr<Sampler> ref_;
   std::map<std::tuple<std::uint64_t, std::uint32_t, std::uint32_t, int>, float> cache_;
 };
+
+// Fresh randomness on every call (a framework's global generator, as GRACE draws): right marginals,
+// independent draws, but the same key gives other bytes. It fails structure's same-key comparison unless
+// declared (Options::reproducible = false, --unseeded); then it passes, and everything else still holds
+// it: the same codec with a scalar cached per key still fails structure.
+class UnseededSampler : public Sampler {
+ public:
+  std::string name() const override { return "unseeded"; }
+  Draws draw(const DrawRequest& r) override {
+    DrawRequest q = r;
+    q.key.seed = mix64(r.key.seed ^ mix64(++calls_)) >> 1;
+    return ref_->draw(q);
+  }
+
+ private:
+  std::uint64_t calls_ = 0;
+  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+};
+
+TEST(Battery, UnseededCodecIsJudgedWithoutTheSameKeyComparisons) {
+  Options o = small_options(1024, 16, 4, {});
+  UnseededSampler fresh;
+  Result r = run_battery(fresh, o);
+  EXPECT_TRUE(failed(r, "structure")) << format_table(r);
+  bool named = false;
+  for (const auto& row : r.rows) named |= row.detail.find("again with the same key gave different output") != std::string::npos;
+  EXPECT_TRUE(named) << format_table(r);
+  o.reproducible = false;
+  Result ok = run_battery(fresh, o);
+  EXPECT_TRUE(ok.pass()) << format_table(ok);
+  bool cross_skipped = false;
+  for (const auto& row : ok.rows) cross_skipped |= row.id.rfind("cross", 0) == 0 && row.detail.find("--unseeded") != std::string::npos;
+  EXPECT_TRUE(cross_skipped) << format_table(ok);
+  StaleScalarSampler stale(std::make_unique<UnseededSampler>());
+  Result bad = run_battery(stale, o);
+  EXPECT_TRUE(failed(bad, "structure")) << format_table(bad);
+}
 
 TEST(Battery, StateKeptBetweenCallsFailsStructure) {
   Options o = small_options(1024, 16, 4, {"streams", "collision", "clipping", "layerwise", "aggregate", "cross"});

@@ -70,6 +70,10 @@ struct Options {
   /// clipping mode it has (none, else clip, else saturate), and leaves a skipped row with the reason
   /// for every check it cannot run.
   std::set<std::string> supports;
+  /// false: the implementation draws fresh randomness on every call (a framework's global generator, as
+  /// GRACE does), so the same key does not give the same bytes. Only the same-key comparisons of structure
+  /// and the cross check are left out; values, signs, scalars, fresh gradients, tails and sure-keeps stay.
+  bool reproducible = true;
   bool progress = false;       // progress line on stderr
   std::function<void()> poll;  // if set, called after each block of draws; may throw to stop the run
 };
