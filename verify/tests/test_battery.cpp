@@ -185,23 +185,25 @@ bool failed(const Result& r, const std::string& check) {
 }
 
 TEST(CheckSamples, ReferenceDrawsPassEveryCheck) {
-  // Correct draws: each of the 9 decisions fails with probability <= 1e-6 / 9 (fixed seed here,
+  // Correct draws: each of the 10 decisions fails with probability <= 1e-6 / 10 (fixed seed here,
   // so the outcome is deterministic); the exact structure row cannot fail. At 4096 elements x 128
-  // draws the independence rows are blocks of 8 (offsets 0 and 4), lags 64 and 512, and lag d/2
-  // (2048 here): blocks of 64 are left out (their range term 2 * 64^2 ln(2e12) / 3 exceeds
-  // n sum p(1-p)) and lag 4096 needs 8192 elements.
+  // draws the independence rows are blocks of 8 (offsets 0 and 4) and 64, lags 64 and 512, and lag d/2
+  // (2048 here): blocks of 512 are left out (their range term 2 tau^2 ln(2e12) / 3, tau^2 =
+  // (512 / 2) ln(2 K / 0.5e-12) with K = 1024 block-draws, exceeds n d / 8) and lag 4096 needs 8192
+  // elements.
   Drawn x = drawn("reference", 4096, 128);
   TensorSamples t = x.view();
   Result r = check_samples({&t, 1}, {});
   EXPECT_TRUE(r.pass()) << format_table(r);
-  EXPECT_EQ(r.decisions, 9u);
-  EXPECT_DOUBLE_EQ(r.alpha_each, 1e-6 / 9);
-  ASSERT_EQ(r.rows.size(), 10u) << format_table(r);
+  EXPECT_EQ(r.decisions, 10u);
+  EXPECT_DOUBLE_EQ(r.alpha_each, 1e-6 / 10);
+  ASSERT_EQ(r.rows.size(), 11u) << format_table(r);
   std::vector<std::string> ids;
   for (const auto& row : r.rows) ids.push_back(row.id);
   EXPECT_EQ(ids, (std::vector<std::string>{"structure/samples", "unbiased/samples", "unbiased-pooled/samples",
                                            "variance/samples", "independence/samples/blocks of 8",
-                                           "independence/samples/blocks of 8 at +4", "independence/samples/lag 64",
+                                           "independence/samples/blocks of 8 at +4",
+                                           "independence/samples/blocks of 64", "independence/samples/lag 64",
                                            "independence/samples/lag 512", "independence/samples/lag d/2",
                                            "sure-keeps/all jobs"}));
   EXPECT_EQ(r.rows[0].check, "structure");
@@ -210,6 +212,37 @@ TEST(CheckSamples, ReferenceDrawsPassEveryCheck) {
   SampleCheckOptions no_indep;
   no_indep.independence = false;
   EXPECT_EQ(check_samples({&t, 1}, no_indep).decisions, 4u);
+}
+
+// A stride bug that hands each uniform to a second element 96 places on, in runs of 96 (no lag row is 96,
+// and blocks of 64 hold no such pair): only blocks of 512 and more see it. Their terms B^2 range up to
+// 512^2, but Hoeffding holds |B| below tau with tau^2 = (512 / 2) ln(2 K / delta): truncated there, the row
+// detects it (ratio about 2 against a threshold of about 1 +- 0.1); with the full range m^2 it could not
+// (threshold above 1 +- 1.3 at these sizes).
+TEST(CheckSamples, TruncatedBlockRowsFindAReuseAtLag96) {
+  std::vector<float> g(65536);
+  for (std::size_t k = 0; k < g.size(); ++k) g[k] = k % 2 ? -0.5f : 0.5f;
+  g[0] = 1.0f;  // the scalar: p = 1/2 elsewhere
+  Draws d = make_sampler("reference", {})->draw({g, Params{}, {9, 0, 0, 0}, 128, std::nullopt});
+  TensorSamples ok{g, d.trits, d.scalars, std::nullopt, d.defect};
+  Result good = check_samples({&ok, 1}, {});
+  EXPECT_TRUE(good.pass()) << format_table(good);
+  std::vector<std::int8_t> trits = d.trits;
+  for (std::uint32_t j = 0; j < 128; ++j)
+    for (std::size_t k = 96; k < g.size(); ++k)
+      if ((k / 96) % 2 == 1) {
+        const std::int8_t kept = trits[j * g.size() + k - 96] != 0;
+        trits[j * g.size() + k] = static_cast<std::int8_t>(kept * (g[k] < 0 ? -1 : 1));
+      }
+  TensorSamples bad{g, trits, d.scalars, std::nullopt, d.defect};
+  Result r = check_samples({&bad, 1}, {});
+  bool blocks512 = false, lag_rows = true;
+  for (const auto& row : r.rows) {
+    if (row.id == "independence/samples/blocks of 512") blocks512 = !row.pass;
+    if (row.id.find("independence/samples/lag") == 0) lag_rows &= row.pass;
+  }
+  EXPECT_TRUE(blocks512) << format_table(r);
+  EXPECT_TRUE(lag_rows) << format_table(r);  // the reuse is at lag 96 only: the class the blocks are for
 }
 
 TEST(CheckSamples, EachMutantFailsTheCheckThatTargetsIt) {

@@ -143,11 +143,20 @@ struct IndepPlan {
   std::vector<std::pair<std::size_t, std::size_t>> blocks;  // (scale, offset)
   std::vector<std::size_t> lags;                            // kHalfLag: each tensor's d/2
 };
+// The range a block row's terms are held to. B = sum of m centred keep bits, each in an interval of
+// length 1, so P(|B| >= tau) <= 2 exp(-2 tau^2 / m) (Hoeffding). Over the K block-draws of a row, with
+// delta = alpha / 2 spent on "some |B| exceeds tau": tau^2 = (m / 2) ln(2 K / delta); the row's terms are
+// then min(B^2, tau^2) in [0, tau^2] instead of B^2 in [0, m^2] (a tighter Bernstein range term). Capped
+// at m^2 (no truncation: the whole alpha goes to Bernstein).
+double block_tau2(std::size_t m, double K, double alpha) {
+  const double t = 0.5 * static_cast<double>(m) * std::log(2.0 * K / (0.5 * alpha));
+  return std::min(t, static_cast<double>(m) * static_cast<double>(m));
+}
 // A block scale is planned only where it can see something: where the Bernstein bound's range term
-// 2 m^2 L0 / 3 (L0 = ln(2e12), i.e. alpha = 1e-12, fixed so the plan does not depend on the number of
-// decisions) is below n N / 8, N the elements in whole blocks: with p(1-p) = 1/8 on average (a
-// Gaussian gradient has 0.14) a doubling of the block variance is then detectable. The rule uses the
-// sizes only, so the same rows appear on every seed. Small profiles test the small scales only.
+// 2 tau^2 L0 / 3 (L0 = ln(2e12), i.e. alpha = 1e-12, and tau^2 at that alpha, fixed so the plan does
+// not depend on the number of decisions) is below n N / 8, N the elements in whole blocks: with
+// p(1-p) = 1/8 on average (a Gaussian gradient has 0.14) a doubling of the block variance is then
+// detectable. The rule uses the sizes only, so the same rows appear on every seed.
 IndepPlan indep_plan(const Gradient& G, std::uint32_t n) {
   std::size_t largest = 0;
   for (const auto& l : G.layers) largest = std::max(largest, l.g.size());
@@ -157,7 +166,8 @@ IndepPlan indep_plan(const Gradient& G, std::uint32_t n) {
     if (largest < m + (m == 8 ? 4 : 0)) continue;
     double blocked = 0.0;
     for (const auto& l : G.layers) blocked += static_cast<double>(l.g.size() / m * m);
-    if (2.0 * static_cast<double>(m * m) * L0 / 3.0 >= n * blocked / 8.0) continue;
+    const double K = static_cast<double>(n) * blocked / static_cast<double>(m);
+    if (2.0 * block_tau2(m, K, 1e-12) * L0 / 3.0 >= n * blocked / 8.0) continue;
     ip.blocks.emplace_back(m, 0);
     if (m == 8) ip.blocks.emplace_back(m, 4);
   }
@@ -237,6 +247,9 @@ struct Observed {
 
 struct Acc {
   double S = 0.0, V = 0.0, E = 0.0;  // statistic, its variance under H0, its expectation scale
+  double K = 0.0, tau2 = 0.0;        // blocks: block-draws, and the range min(B^2, tau2) holds them to
+  std::uint64_t exceed = 0;          // blocks: block-draws with B^2 > tau2
+  double max_b2 = 0.0;               // blocks: the largest B^2
 };
 
 // Everything a job accumulates over its draws; the emitters below turn it into rows.
@@ -437,14 +450,33 @@ void emit_independence(Ctx& c, const JobSpec& job, const JobState& st) {
     Row r = stat_row(c, prefix(job, "independence"), fam, block_label(m, off));
     Acc a = st.blockacc[i];
     a.S -= a.E;
-    auto o = bernstein_decide(a.S, a.V, static_cast<double>(m * m), c.alpha, beta);
+    // Truncated (tau2 < m^2): alpha / 2 on "some |B| > tau" (Hoeffding), alpha / 2 on Bernstein for the sum of
+    // min(B^2, tau2) - E[B^2]. Truncation lowers each term's mean by at most m^2 P(|B| > tau), in all at most
+    // m^2 delta (delta = alpha / 2): the sum is judged over that whole range, so the bias never rejects.
+    const double m2 = static_cast<double>(m) * static_cast<double>(m);
+    const bool truncated = a.tau2 < m2;
+    const double bias = truncated ? m2 * 0.5 * c.alpha : 0.0;
+    const double S_judged = a.S > 0.0 ? a.S : std::min(0.0, a.S + bias);
+    auto o = bernstein_decide(S_judged, a.V, truncated ? a.tau2 : m2, truncated ? 0.5 * c.alpha : c.alpha, beta);
+    o.S = a.S;
     r.statistic = strf("%s: var ratio %.4f", block_label(m, off).c_str(), a.E > 0 ? 1.0 + a.S / a.E : 1.0);
     r.threshold = strf("1 +- %.3g", a.E > 0 ? o.threshold / a.E : 0.0);
     r.power = strf("block var +- %.3g", a.E > 0 ? o.detectable / a.E : 0.0);
     apply(r, o, a.E);
+    if (a.exceed) {
+      r.pass = false;
+      r.p = std::min(r.p, 0.5 * c.alpha);
+      r.pvalue = bound_text(r.p);
+    }
     r.detail = strf("keep masks in aligned blocks of %zu neighbours (from offset %zu): B = sum (b_k - p_k), E[B^2] = sum "
                     "p(1-p) when the masks are independent (any correlation within a block moves it); Bernstein with "
-                    "exact fourth moments, |B^2 - E| <= %zu^2", m, off, m);
+                    "exact fourth moments on min(B^2, %.4g) (Hoeffding: |B| > %.4g in any of %.0f block-draws has "
+                    "probability <= alpha/2 under H0)",
+                    m, off, a.tau2, std::sqrt(a.tau2), a.K);
+    if (a.exceed)
+      r.detail = strf("%llu of %.0f block-draws have |B| > %.4g (largest %.4g): beyond Hoeffding's bound at alpha/2; ",
+                      static_cast<unsigned long long>(a.exceed), a.K, std::sqrt(a.tau2), std::sqrt(a.max_b2)) +
+                 r.detail;
     mark_rejected(r);
     c.rows.push_back(r);
   }
@@ -579,6 +611,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
           }
           blockacc[i].V += n * (sm4 + 2.0 * sv * sv - 3.0 * sv2);  // Var(B^2), B a sum of independent centred Bernoullis
           blockacc[i].E += n * sv;
+          blockacc[i].K += n;
         }
       }
       for (std::size_t i = 0; i < ip.lags.size(); ++i) {
@@ -622,6 +655,8 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
     }
     if (!observed_all) {
       finish_observed();
+      for (std::size_t i = 0; i < ip.blocks.size(); ++i)
+        blockacc[i].tau2 = block_tau2(ip.blocks[i].first, blockacc[i].K, c.alpha);
       observed_all = true;
       // elements the observed scalar keeps for sure (p = 1): a 0 there is counted against the float32
       // allowance kSureKeepMiss (row sure-keeps), and their coordinate test takes p = 1 - kSureKeepMiss
@@ -724,13 +759,16 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
           for (std::size_t k = 0; k < d.d; ++k) centred[k] = (t[k] != 0) - phat[l.off + k];
           for (std::size_t i = 0; i < ip.blocks.size(); ++i) {
             auto [m, off] = ip.blocks[i];
+            Acc& a = blockacc[i];
             double acc = 0.0;
             for (std::size_t b0 = off; b0 + m <= d.d; b0 += m) {
               double B = 0.0;
               for (std::size_t q = 0; q < m; ++q) B += centred[b0 + q];
-              acc += B * B;  // E[B^2] = sum p(1-p) of the block is subtracted once, below
+              const double B2 = B * B;
+              if (B2 > a.tau2) ++a.exceed, a.max_b2 = std::max(a.max_b2, B2);
+              acc += std::min(B2, a.tau2);  // E[B^2] = sum p(1-p) of the block is subtracted once, below
             }
-            blockacc[i].S += acc;
+            a.S += acc;
           }
           for (std::size_t i = 0; i < ip.lags.size(); ++i) {
             const std::size_t lag = lag_in(ip.lags[i], d.d);
