@@ -179,6 +179,11 @@ class RewritingSampler : public Sampler {
   std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
 };
 
+// Whether some row's detail says `text`.
+bool any_detail(const Result& r, const std::string& text) {
+  return std::any_of(r.rows.begin(), r.rows.end(), [&](const Row& w) { return w.detail.find(text) != std::string::npos; });
+}
+
 bool failed(const Result& r, const std::string& check) {
   auto f = r.failed_checks();
   return std::find(f.begin(), f.end(), check) != f.end();
@@ -621,9 +626,7 @@ TEST(Battery, RowJOfARequestIsStepKPlusJ) {
   PerRequestSampler s;
   Result r = run_battery(s, small_options(256, 8, 4, {"streams", "collision", "clipping", "layerwise", "aggregate", "cross"}));
   EXPECT_TRUE(failed(r, "structure")) << format_table(r);
-  bool named = false;
-  for (const auto& row : r.rows) named |= row.detail.find("step 1 drawn alone differs") != std::string::npos;
-  EXPECT_TRUE(named) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "step 1 drawn alone differs")) << format_table(r);
 }
 
 // Under a given (shared) scalar the draws do not show the codec's clip bound. When the scalar equals a
@@ -836,9 +839,7 @@ TEST(Battery, UnseededCodecIsJudgedWithoutTheSameKeyComparisons) {
   UnseededSampler fresh;
   Result r = run_battery(fresh, o);
   EXPECT_TRUE(failed(r, "structure")) << format_table(r);
-  bool named = false;
-  for (const auto& row : r.rows) named |= row.detail.find("again with the same key gave different output") != std::string::npos;
-  EXPECT_TRUE(named) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "again with the same key gave different output")) << format_table(r);
   o.reproducible = false;
   Result ok = run_battery(fresh, o);
   EXPECT_TRUE(ok.pass()) << format_table(ok);
@@ -888,15 +889,11 @@ TEST(Battery, CollisionFindsAKeyReusedAThousandStepsLater) {
   });
   Result r = run_battery(bad, o);
   EXPECT_TRUE(failed(r, "collision")) << format_table(r);
-  bool named = false;
-  for (const auto& row : r.rows) named |= row.detail.find("1001 steps later") != std::string::npos;
-  EXPECT_TRUE(named) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "1001 steps later")) << format_table(r);
   auto ref = make_sampler("reference", {});
   Result good = run_battery(*ref, o);
   EXPECT_TRUE(good.pass()) << format_table(good);
-  bool described = false;
-  for (const auto& row : good.rows) described |= row.detail.find("against steps 0..1023") != std::string::npos;
-  EXPECT_TRUE(described) << format_table(good);
+  EXPECT_TRUE(any_detail(good, "against steps 0..1023")) << format_table(good);
 }
 
 // A codec's paths (encode, encode with a given scalar, clipped) may key their streams apart: a key bug on
@@ -912,9 +909,7 @@ TEST(Battery, CollisionRunsOnEveryPathOfTheCodec) {
     });
     Result r = run_battery(bad, o);
     EXPECT_TRUE(failed(r, "collision")) << name << "\n" << format_table(r);
-    bool named = false;
-    for (const auto& row : r.rows) named |= row.detail.find(std::string("streams reused: clip ") + pass + ":") != std::string::npos;
-    EXPECT_TRUE(named) << name << "\n" << format_table(r);
+    EXPECT_TRUE(any_detail(r, std::string("streams reused: clip ") + pass + ":")) << name << "\n" << format_table(r);
   };
   fails_on("tensor-ignored-given-scalar", [](const DrawRequest& r) { return r.scalar.has_value(); },
            "none with a given scalar");
@@ -925,9 +920,7 @@ TEST(Battery, CollisionRunsOnEveryPathOfTheCodec) {
   auto ref = make_sampler("reference", {});
   Result good = run_battery(*ref, o);
   EXPECT_TRUE(good.pass()) << format_table(good);
-  bool described = false;
-  for (const auto& row : good.rows) described |= row.detail.find("in each of 6 passes") != std::string::npos;
-  EXPECT_TRUE(described) << format_table(good);
+  EXPECT_TRUE(any_detail(good, "in each of 6 passes")) << format_table(good);
 }
 
 // Bugs that begin above a size: per-thread chunks of 2^17 elements that restart the stream (each chunk
@@ -968,9 +961,7 @@ TEST(Battery, LargeTensorsFindChunkedStreamsAndScalars) {
   ChunkedSampler restart(false);
   Result r = run_battery(restart, o);
   EXPECT_TRUE(failed(r, "collision")) << format_table(r);
-  bool named = false;
-  for (const auto& row : r.rows) named |= row.detail.find("large (2^20+3 elements, 4 keys)") != std::string::npos;
-  EXPECT_TRUE(named) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "large (2^20+3 elements, 4 keys)")) << format_table(r);
   ChunkedSampler bucketed(true);
   Result b = run_battery(bucketed, o);
   bool large_bias = false;  // keep probabilities from each chunk's own scalar, values from the largest

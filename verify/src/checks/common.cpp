@@ -178,6 +178,18 @@ BernsteinOutcome bernstein_decide(double S, double V, double b, double alpha, do
   return o;
 }
 
+Row violations_row(const std::string& check, const std::string& family, std::uint64_t bad, const std::string& power,
+                   const std::string& first, const std::string& ok) {
+  Row r = exact_row(check, family);
+  r.statistic = strf("%llu violations", static_cast<unsigned long long>(bad));
+  r.threshold = "0";
+  r.power = power;
+  r.pass = bad == 0;
+  r.detail = bad ? first : ok;
+  mark_rejected(r);
+  return r;
+}
+
 std::string bound_text(double p) {
   if (p < 1.0) return strf("p <= %.2g", p);
   return strf("bound %.2g (>= 1)", p);

@@ -94,6 +94,11 @@ void mark_rejected(Row& r);
 Row pooled_bias_row(const Ctx& c, const std::string& check, const std::string& family, double S, double V,
                     double M, const std::string& detail);
 
+/// An exact row that counts violations: passes iff bad == 0; its detail is `first` (the first violation)
+/// when it fails, `ok` when it passes.
+Row violations_row(const std::string& check, const std::string& family, std::uint64_t bad, const std::string& power,
+                   const std::string& first, const std::string& ok);
+
 /// A sum with no randomness under H0 (zero variance): passes iff |S| <= tol (rounding only).
 void deterministic_row(Row& r, double S, double tol, const std::string& what);
 

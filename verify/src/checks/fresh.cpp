@@ -52,16 +52,10 @@ void run_fresh_gradient(Ctx& c, std::size_t d) {
     }
   }
   c.progress.add(3.0 * static_cast<double>(modes.size()) * static_cast<double>(d), "structure");
-  Row r = exact_row("structure", "fresh gradients");
-  r.statistic = strf("%llu violations", static_cast<unsigned long long>(bad));
-  r.threshold = "0";
-  r.power = "any state kept between calls";
-  r.pass = bad == 0;
-  r.detail = bad ? msg
-                 : strf("steps 0, 1, 2 of one key with gradients A (gaussian), B (student_t x 3), A, clip %s: each "
-                        "scalar is its own gradient's, each sign its own element's", modes_text.c_str());
-  mark_rejected(r);
-  c.rows.push_back(r);
+  c.rows.push_back(violations_row("structure", "fresh gradients", bad, "any state kept between calls", msg,
+                                  strf("steps 0, 1, 2 of one key with gradients A (gaussian), B (student_t x 3), A, "
+                                       "clip %s: each scalar is its own gradient's, each sign its own element's",
+                                       modes_text.c_str())));
 }
 
 }  // namespace tg::verify::checks

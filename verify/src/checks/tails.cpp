@@ -68,19 +68,12 @@ void run_tails(Ctx& c) {
     }
   }
   c.progress.add(static_cast<double>(elements), "structure");
-  Row r = exact_row("structure", "tails");
-  r.statistic = strf("%llu violations", static_cast<unsigned long long>(bad));
-  r.threshold = "0";
-  r.power = "any element left out of max|g|";
-  r.pass = bad == 0;
-  r.detail = bad ? msg
-                 : strf("%llu draws: %zu sizes (1..65599, every remainder mod 16), the unique maximum at the last "
-                        "element, the first, and negated at the last, in each mode: every scalar the spec's%s, "
-                        "every sign its element's",
-                        static_cast<unsigned long long>(draws), tail_sizes().size(),
-                        modes.size() > 1 || modes[0] != ClipMode::none ? " (under clipping within the window)" : "");
-  mark_rejected(r);
-  c.rows.push_back(r);
+  c.rows.push_back(violations_row(
+      "structure", "tails", bad, "any element left out of max|g|", msg,
+      strf("%llu draws: %zu sizes (1..65599, every remainder mod 16), the unique maximum at the last element, the "
+           "first, and negated at the last, in each mode: every scalar the spec's%s, every sign its element's",
+           static_cast<unsigned long long>(draws), tail_sizes().size(),
+           modes.size() > 1 || modes[0] != ClipMode::none ? " (under clipping within the window)" : "")));
 }
 
 std::uint64_t tails_elements() {
