@@ -54,6 +54,7 @@ struct SpecLayer {
   // Under a given (shared) scalar with clipping: the spec's clip bound c sigma of this layer (+inf
   // otherwise). The codec clamps at its own bound, which may lie kClipBoundUlps below it.
   float bound = std::numeric_limits<float>::infinity();
+  float bound_lo = std::numeric_limits<float>::infinity();  // the lowest correct bound (clip_bound_window's lo)
   ClipWindow window;  // with its own scalar under clipping: where a correct float32 codec's scalar lies
   std::size_t off = 0;
 };
@@ -99,6 +100,7 @@ Spec make_spec(const JobSpec& job) {
                          "lies anywhere up to %.9g; check it without a given scalar or without clipping",
                          s.layer->name.c_str(), static_cast<double>(bw.spec), static_cast<double>(bw.hi)));
       s.bound = bw.spec;
+      s.bound_lo = bw.lo;
       s.rule = make_rule(*given, s.bound);
       s.request_scalar = given;
       sp.own_scalar = false;
@@ -568,9 +570,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
         // judged at its lowest correct value, so that no element the codec may keep with probability
         // bound/s < 1 is taken as a sure keep (p = 1, where one miss would fail structure and the exact
         // per-coordinate test). This moves p by at most 2^-19 relative: below every detectable effect.
-        float lowest = l.bound;
-        for (std::uint32_t u = 0; u < kClipBoundUlps && lowest > 0.0f; ++u) lowest = std::nextafter(lowest, 0.0f);
-        cap = std::min(cap, lowest);
+        cap = std::min(cap, l.bound_lo);
       }
       const double scale_ref = s_ref > 0.0f ? kTwo32 / static_cast<double>(s_ref) : 0.0;
       const double scale_obs = o.scalar > 0.0f ? kTwo32 / static_cast<double>(o.scalar) : 0.0;
