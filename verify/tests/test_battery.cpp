@@ -923,6 +923,52 @@ TEST(Battery, CollisionRunsOnEveryPathOfTheCodec) {
   EXPECT_TRUE(any_detail(good, "in each of 6 passes")) << format_table(good);
 }
 
+// A stride bug that hands each uniform to a second element L places on, in runs of L (elements k in the odd
+// runs [L, 2L), [3L, 4L), ... reuse the uniform of k - L). On the collision probe (p = 1/2 everywhere but
+// element 0) reusing k - L's uniform is copying its keep bit, which is what this sampler does. Runs of 96
+// (lag 96: no lag row, no block of 64) were left to blocks of 512, which quick does not plan; runs of 72
+// are the shortest the collision scan is built to find (64-bit windows indexed every 8 bits).
+class StrideReuseSampler : public Sampler {
+ public:
+  explicit StrideReuseSampler(std::size_t L) : L_(L) {}
+  std::string name() const override { return "stride-reuse-" + std::to_string(L_); }
+  Draws draw(const DrawRequest& r) override {
+    Draws d = ref_->draw(r);
+    const std::size_t n = r.g.size();
+    for (std::uint32_t j = 0; j < r.steps; ++j)
+      for (std::size_t k = L_; k < n; ++k)
+        if ((k / L_) % 2 == 1) {
+          const bool kept = d.trits[j * n + k - L_] != 0;
+          d.trits[j * n + k] = static_cast<std::int8_t>(kept ? (r.g[k] < 0 ? -1 : 1) : 0);
+        }
+    return d;
+  }
+
+ private:
+  std::size_t L_;
+  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+};
+
+TEST(Battery, CollisionFindsAStrideReuseInRunsOf72OrMore) {
+  // The threshold: the smallest run >= 72 whose union bound stays within half the row's share.
+  for (double pairs : {1.0, 1e13, 2.3e15})
+    for (double alpha : {1e-6, 1e-12, 0.5}) {
+      const std::size_t run = collision_run(pairs, alpha);
+      EXPECT_LE(pairs * std::ldexp(1.0, -static_cast<int>(run)), alpha / 2) << pairs << " " << alpha;
+      if (run > 72) {
+        EXPECT_GT(pairs * std::ldexp(1.0, 1 - static_cast<int>(run)), alpha / 2) << pairs << " " << alpha;
+      }
+    }
+  EXPECT_EQ(collision_run(1.0, 1e-6), 72u);
+  Options o = small_options(512, 16, 4, all_checks_but({"collision"}));
+  for (std::size_t L : {72, 96, 200}) {
+    StrideReuseSampler bad(L);
+    Result r = run_battery(bad, o);
+    EXPECT_TRUE(failed(r, "collision")) << L << "\n" << format_table(r);
+    EXPECT_TRUE(any_detail(r, "streams reused: clip")) << L << "\n" << format_table(r);
+  }
+}
+
 // Bugs that begin above a size: per-thread chunks of 2^17 elements that restart the stream (each chunk
 // drawn as its own tensor under the same key), or that take their own scalar (a bucketed scalar). The
 // families stay below 2^18 elements; the large job (2^20 + 3) and the collision check's large pass see them.

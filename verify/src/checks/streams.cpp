@@ -1,6 +1,6 @@
 // terngrad-bench: independence of the random streams across keys. `streams`: correlation of the
 // keep masks of two steps, two workers, two tensors (Bernstein). `collision`: a probe gradient with
-// keep probability 1/2 everywhere turns every mask bit into a fair coin; any run of >= 128 mask bits
+// keep probability 1/2 everywhere turns every mask bit into a fair coin; any run of >= 72 mask bits
 // that appears twice, at any offset, in any stream of many keys (including keys far apart) is a
 // reused stream (docs/statistics.md, "Collision").
 #include <algorithm>
@@ -109,7 +109,15 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
 
 namespace {
 
-constexpr std::size_t kRun = 128;  // a repeat of this many mask bits is a finding
+// 64-bit windows starting every kStride bits are indexed, so any common run of >= 64 + kStride - 1 bits
+// holds an indexed window whole. The finding threshold (a common run of `run` bits) is the smallest run
+// >= kMinRun whose false-fail bound over all pairs of places stays within half the row's alpha share
+// (collision_run): 72 on small probes, up to about 90 at the full profile. A stride reuse in runs of 96
+// at lag 96 (no lag row, no block of 64 sees it) is found at quick and ci. Shorter runs are the block and
+// lag rows' class.
+constexpr std::size_t kStride = 8;
+constexpr std::size_t kMinRun = 72;
+static_assert(kMinRun >= 64 + kStride - 1, "a run of kMinRun bits must hold an indexed window");
 // A degenerate implementation (masks far from fair coins: long runs of zeros) makes many windows equal;
 // a scan stops after kMaxRepeats findings or kMaxCompares comparisons.
 constexpr std::uint64_t kMaxRepeats = 16, kMaxCompares = 2000000;
@@ -143,6 +151,38 @@ std::vector<KeyBlock> collision_keys(std::uint64_t S) {
   return k;
 }
 
+// The indexed windows, sorted by value and bucketed by their top bits (compact: 16 bytes a window, where a
+// hash multimap would take three times that at the full profile's 1.7 million windows a pass).
+class WindowIndex {
+ public:
+  struct Entry {
+    std::uint64_t window;
+    std::uint32_t stream, offset;
+  };
+  explicit WindowIndex(std::vector<Entry> e) : e_(std::move(e)) {
+    std::sort(e_.begin(), e_.end(), [](const Entry& a, const Entry& b) { return a.window < b.window; });
+    while (bits_ < 24 && (std::size_t{1} << bits_) < e_.size()) ++bits_;
+    start_.assign((std::size_t{1} << bits_) + 1, 0);
+    for (const Entry& x : e_) ++start_[bucket(x.window) + 1];
+    for (std::size_t b = 1; b < start_.size(); ++b) start_[b] += start_[b - 1];
+  }
+  // The entries whose window equals w.
+  std::pair<const Entry*, const Entry*> equal_range(std::uint64_t w) const {
+    const Entry* lo = e_.data() + start_[bucket(w)];
+    const Entry* hi = e_.data() + start_[bucket(w) + 1];
+    while (lo < hi && lo->window < w) ++lo;
+    const Entry* end = lo;
+    while (end < hi && end->window == w) ++end;
+    return {lo, end};
+  }
+
+ private:
+  std::size_t bucket(std::uint64_t w) const { return bits_ ? static_cast<std::size_t>(w >> (64 - bits_)) : 0; }
+  std::vector<Entry> e_;
+  std::vector<std::uint32_t> start_;
+  int bits_ = 0;
+};
+
 inline int bit_at(const std::vector<std::uint64_t>& b, std::size_t k) { return static_cast<int>((b[k / 64] >> (k % 64)) & 1u); }
 inline std::uint64_t window_at(const std::vector<std::uint64_t>& b, std::size_t j) {
   const std::size_t w = j / 64, r = j % 64;
@@ -161,7 +201,7 @@ std::uint32_t long_probe_steps(const Profile& p, std::size_t d) {
 namespace {
 
 // One probe pass: every listed key drawn under one mode (and scalar), its mask bits, and the scan of
-// every window at every offset for a run of >= kRun bits shared with an aligned window elsewhere.
+// every window at every offset for a run of >= min_run bits holding an indexed window of another place.
 struct ProbeScan {
   std::vector<ProbeStream> streams;
   double kept = 0.0, bits = 0.0;  // the fair-coin tally (element 0 left out)
@@ -171,7 +211,7 @@ struct ProbeScan {
 };
 
 ProbeScan probe_and_scan(Ctx& c, const std::vector<float>& g, const Params& params, std::optional<float> scalar,
-                         const std::vector<KeyBlock>& keys) {
+                         const std::vector<KeyBlock>& keys, std::size_t min_run) {
   const std::size_t d = g.size();
   ProbeScan P;
   for (const auto& kb : keys) {
@@ -191,13 +231,16 @@ ProbeScan probe_and_scan(Ctx& c, const std::vector<float>& g, const Params& para
   for (const auto& ps : P.streams)
     for (std::size_t k = 1; k < d; ++k) P.kept += bit_at(ps.bits, k), P.bits += 1.0;
   if (std::fabs((P.bits > 0 ? P.kept / P.bits : 0.5) - 0.5) > 0.05) return P;  // not judged: see the caller
-  // Index the aligned 64-bit windows; slide over every offset of every stream. Two streams (or two
-  // places of one) sharing a run of >= 128 bits share at least one aligned window inside the run.
-  std::unordered_multimap<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> aligned;
+  // Index the 64-bit windows starting every kStride bits; slide over every offset of every stream. Two
+  // streams (or two places of one) sharing a run of >= min_run bits share at least one indexed window.
   const std::size_t last = d >= 64 ? d - 64 : 0;
   const auto& streams = P.streams;
+  std::vector<WindowIndex::Entry> entries;
+  entries.reserve(streams.size() * (d / kStride + 1));
   for (std::uint32_t s = 0; s < streams.size(); ++s)
-    for (std::size_t j = 0; j + 64 <= d; j += 64) aligned.emplace(window_at(streams[s].bits, j), std::make_pair(s, static_cast<std::uint32_t>(j)));
+    for (std::size_t j = 0; j + 64 <= d; j += kStride)
+      entries.push_back({window_at(streams[s].bits, j), s, static_cast<std::uint32_t>(j)});
+  const WindowIndex indexed(std::move(entries));
   // (stream, stream, offset difference, complemented)
   std::vector<std::tuple<std::uint32_t, std::uint32_t, std::int64_t, int>> seen;
   std::uint64_t compares = 0;
@@ -209,9 +252,9 @@ ProbeScan probe_and_scan(Ctx& c, const std::vector<float>& g, const Params& para
       ++P.windows;
       for (int flip = 0; flip < 2 && !P.stopped; ++flip) {
         const std::uint64_t key = window_at(A, j) ^ (flip ? ~std::uint64_t{0} : 0);
-        auto range = aligned.equal_range(key);
-        for (auto it = range.first; it != range.second; ++it) {
-          auto [s2, j2] = it->second;
+        auto range = indexed.equal_range(key);
+        for (const auto* it = range.first; it != range.second; ++it) {
+          const std::uint32_t s2 = it->stream, j2 = it->offset;
           if (s2 == s && j2 == j) continue;  // the window itself (never its own complement)
           if (++compares > kMaxCompares || P.repeats >= kMaxRepeats) {
             P.stopped = true;
@@ -225,7 +268,7 @@ ProbeScan probe_and_scan(Ctx& c, const std::vector<float>& g, const Params& para
           while (back < j && back < j2 && (bit_at(A, j - back - 1) ^ flip) == bit_at(B, j2 - back - 1)) ++back;
           while (j + 64 + fwd < d && j2 + 64 + fwd < d && (bit_at(A, j + 64 + fwd) ^ flip) == bit_at(B, j2 + 64 + fwd)) ++fwd;
           const std::size_t run = back + 64 + fwd;
-          if (run < kRun) continue;
+          if (run < min_run) continue;
           seen.push_back(diag);
           if (P.repeats++ == 0)
             P.first = strf("mask bits %zu..%zu of %s %s bits %zu..%zu of %s (%zu bits)", j - back, j - back + run - 1,
@@ -260,6 +303,7 @@ std::vector<ProbePass> probe_passes(const Options& o) {
 
 std::size_t collision_passes(const Options& o) { return probe_passes(o).size(); }
 
+
 void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   // Probe: element 0 is 1 (the scalar), every other is +-1/2 (alternating signs), so p_k = 1/2
   // exactly and the keep bit is a fair coin under H0. Its sigma is about 1/2, so a clip bound
@@ -287,12 +331,22 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   for (std::size_t k = 1; k < big.size(); k += 2) big[k] = -0.5f;
   big[0] = 1.0f;
   const std::vector<KeyBlock> big_keys = {{{stream_seed, 0, 0, 0}, 2}, {{stream_seed, 1, 0, 0}, 1}, {{stream_seed, 0, 1, 0}, 1}};
+  // Under H0 two given places agree (or are complements) on `run` fair bits with probability 2^-run each;
+  // over all pairs of places of a pass the chance of any finding is at most 2 (streams * d)^2 2^-run. The
+  // threshold is the smallest run >= kMinRun that keeps the sum over passes within half the row's share.
+  std::size_t probe_streams = 0, big_streams = 0;
+  for (const auto& kb : keys) probe_streams += kb.steps;
+  for (const auto& kb : big_keys) big_streams += kb.steps;
+  const double small_places = static_cast<double>(probe_streams) * static_cast<double>(d);
+  const double big_places = static_cast<double>(big_streams) * static_cast<double>(big.size());
+  const double pairs = 2.0 * (static_cast<double>(passes.size()) * small_places * small_places + big_places * big_places);
+  const std::size_t min_run = collision_run(pairs, c.alpha);
   for (std::size_t pi = 0; pi <= passes.size(); ++pi) {
     const bool large = pi == passes.size();
     const ProbePass& pass = large ? passes[0] : passes[pi];
     const std::string name = large ? pass.name + ", large (2^20+3 elements, 4 keys)" : pass.name;
     const std::vector<float>& gp = large ? big : g;
-    ProbeScan P = probe_and_scan(c, gp, pass.params, pass.scalar, large ? big_keys : keys);
+    ProbeScan P = probe_and_scan(c, gp, pass.params, pass.scalar, large ? big_keys : keys, min_run);
     pass_names += (pi ? ", " : "") + name;
     // The probe's masks must be fair coins: under H0 the kept fraction of the N bits (element 0, always
     // kept, left out) is within 1/2 +- 0.05 except with probability 2 exp(-2 N 0.05^2) (Hoeffding).
@@ -305,7 +359,7 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
       r.threshold = "1/2 +- 0.05";
       r.p = coin_bound;
       r.pvalue = strf("p <= %.2g", coin_bound);
-      r.power = "any reuse of >= 128 mask bits";
+      r.power = strf("any reuse of >= %zu mask bits", min_run);
       r.pass = false;
       r.detail = strf("clip %s: the probe (every |g| = s/2, so p = 1/2) was kept in a fraction %.4f of %.0f draws: the "
                       "keep rule or the scalar is not the spec's (see structure), so stream reuse cannot be judged",
@@ -314,10 +368,8 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
       c.rows.push_back(r);
       return;
     }
-    // Under H0 two given places agree (or are complements) on kRun fair bits with probability 2^-kRun
-    // each; over all pairs of places the chance of any finding is at most 2 (streams * d)^2 2^-kRun.
     const double places = static_cast<double>(P.streams.size()) * static_cast<double>(gp.size());
-    scan_bound += 2.0 * places * places * std::ldexp(1.0, -static_cast<int>(kRun));
+    scan_bound += 2.0 * places * places * std::ldexp(1.0, -static_cast<int>(min_run));
     if (P.repeats && repeats == 0) first = "clip " + name + ": " + P.first;
     repeats += P.repeats, windows += P.windows, stopped |= P.stopped;
     if (pi == 0) streams = std::move(P.streams);
@@ -367,22 +419,20 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
     }
     repeats += long_findings;
   }
-  // Under H0 two given places agree (or are complements) on kRun fair bits with probability 2^-kRun
-  // each; over all pairs of places the chance of any finding is at most 2 (streams * d)^2 2^-kRun. The
-  // long probe compares each probe row with each of its H rows on m - 64 fair bits.
+  // The scan's bound (above), the coin tallies' and the long probe's, which compares each probe row with each of its H rows on m - 64 fair bits.
   const double bound = scan_bound + coin_bound +
                        (H ? 2.0 * static_cast<double>(streams.size()) * H * std::ldexp(1.0, -static_cast<int>(m - 64)) : 0.0);
   Row r = stat_row(c, "collision", "p=1/2 probe");
   if (stopped && repeats == 0) {
     repeats = 1;
     first = strf("the masks are far from fair coins: more than %llu windows of 64 bits repeat (runs shorter than %zu bits)",
-                 static_cast<unsigned long long>(kMaxCompares), kRun);
+                 static_cast<unsigned long long>(kMaxCompares), min_run);
   }
   r.statistic = strf("%s%llu repeated runs", stopped ? ">= " : "", static_cast<unsigned long long>(repeats));
-  r.threshold = strf("0 runs of >= %zu bits", kRun);
+  r.threshold = strf("0 runs of >= %zu bits", min_run);
   r.p = repeats ? bound : 1.0;
   r.pvalue = repeats ? strf("p <= %.2g", bound) : "p = 1 (no repeat)";
-  r.power = strf("any reuse of >= %zu mask bits, as they are or complemented", kRun);
+  r.power = strf("any reuse of >= %zu mask bits, as they are or complemented", min_run);
   r.pass = repeats == 0;
   r.detail = repeats ? "streams reused: " + first + (repeats > 1 ? strf(" (and %llu more)", static_cast<unsigned long long>(repeats - 1)) : "")
                      : strf("%zu streams of %zu mask bits (%zu keys: steps 0..3 x workers 0..3 x tensors 0..1, steps "
@@ -399,3 +449,13 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
 }
 
 }  // namespace tg::verify::checks
+
+namespace tg::verify {
+
+std::size_t collision_run(double pairs, double alpha) {
+  std::size_t run = checks::kMinRun;
+  while (run < 4096 && pairs * std::ldexp(1.0, -static_cast<int>(run)) > alpha / 2) ++run;
+  return run;
+}
+
+}  // namespace tg::verify

@@ -110,6 +110,10 @@ inline constexpr std::uint32_t kClipBoundUlps = 16;
 /// The large job's tensor (family label `large`: gaussian) and the collision check's large probe: bugs
 /// that begin above a size, where every family is smaller.
 inline constexpr std::size_t kLargeElements = (std::size_t{1} << 20) + 3;
+/// The collision check's finding threshold in mask bits (a run that appears twice): the smallest run >= 72
+/// for which `pairs` (2 x the sum over its passes of places^2, places = streams x elements) x 2^-run, the
+/// chance of any finding under H0, stays within alpha / 2, half the row's share.
+std::size_t collision_run(double pairs, double alpha);
 /// The large job's draws: the profile's draws / 32, at least 8 (quick 8, ci 32, full 128).
 std::uint32_t large_steps(const Profile& p);
 /// Where a correct float32 codec's clip bound (or scalar) may lie for one tensor. The spec's value, and
