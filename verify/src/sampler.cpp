@@ -272,6 +272,18 @@ class AntitheticHalfMutant : public MutantCodec {
     for (std::size_t i = h; i < 2 * h; ++i) u[i] = 0xffffffffu - u[i - h];
   }
 };
+// 18. a stride bug: the odd runs of 96 elements reuse the uniforms 96 before them. Right marginals; the
+// dependence is at lag 96 only, which no lag row and no block of 64 sees (blocks of 512 at ci, the
+// collision scan's runs of >= 72 bits at every profile do).
+class Stride96Mutant : public MutantCodec {
+ public:
+  Stride96Mutant() : MutantCodec("stride-96") {}
+  void uniforms(const StreamKey& key, std::span<std::uint32_t> u) const override {
+    MutantCodec::uniforms(key, u);
+    for (std::size_t i = 96; i < u.size(); ++i)
+      if ((i / 96) % 2 == 1) u[i] = u[i - 96];  // i - 96 lies in an even run: its own uniform
+  }
+};
 // 15. the keep probability rounded to a multiple of 1/1024: p < 1/2048 is never kept (biased
 // towards zero for small entries, unbiased for p on the grid).
 class PGrid1024Mutant : public MutantCodec {
@@ -447,6 +459,7 @@ const std::vector<MutantInfo>& mutant_list() {
       {"p-grid-1024", "keep probability rounded to a multiple of 1/1024: p < 1/2048 never kept"},
       {"f32-sigma-naive", "clip sigma from float32 running sums: 0 on 1e-30 data, inf on 1e30 data"},
       {"antithetic-half", "element i + floor(d/2) uses 1 - u of element i (negative correlation at lag d/2)"},
+      {"stride-96", "odd runs of 96 elements reuse the uniforms of the run before (a stride bug at lag 96)"},
   };
   return list;
 }
@@ -477,6 +490,7 @@ std::shared_ptr<const Codec> make_mutant_codec(const std::string& name) {
   if (name == "p-grid-1024") return std::make_shared<PGrid1024Mutant>();
   if (name == "f32-sigma-naive") return std::make_shared<F32SigmaNaiveMutant>();
   if (name == "antithetic-half") return std::make_shared<AntitheticHalfMutant>();
+  if (name == "stride-96") return std::make_shared<Stride96Mutant>();
   std::string known;
   for (const auto& m : mutant_list()) known += (known.empty() ? "" : ", ") + std::string(m.name);
   throw Error(ErrorCode::invalid_argument, "unknown mutant '" + name + "' (known: " + known + ")");

@@ -77,7 +77,7 @@ TEST(Mutants, ListsAndFactoriesAgree) {
     EXPECT_EQ(make_sampler(std::string("mutant:") + m.name, {})->name(), std::string("mutant:") + m.name);
     EXPECT_GT(std::strlen(m.description), 10u) << m.name;
   }
-  EXPECT_EQ(mutant_list().size(), 17u);
+  EXPECT_EQ(mutant_list().size(), 18u);
   for (const auto& v : variant_list()) {
     EXPECT_TRUE(names.insert(v.name).second) << v.name;  // a name is a mutant or a variant, never both
     EXPECT_EQ(make_variant_codec(v.name)->name(), std::string("variant:") + v.name);
@@ -174,6 +174,25 @@ TEST(Mutants, AntitheticHalfComplementsTheFirstHalf) {
     for (std::size_t i = 1; i < h; ++i) ASSERT_NE(mt[i + h] != 0, mt[i] != 0) << i;  // element 0 is always kept
     EXPECT_EQ(mt[2 * h], rt[2 * h]);
     EXPECT_LT(agreeing(rt.subspan(h + 1, h - 1), rt.subspan(1, h - 1)), (h - 1) * 6 / 10);
+  }
+}
+
+TEST(Mutants, Stride96RepeatsTheRunBefore) {
+  // d = 4096 on the p = 1/2 probe: the odd runs of 96 repeat the keep bits of the run before; the even
+  // runs are the reference's.
+  std::vector<float> g = half_probe(4096);
+  for (std::uint32_t step = 0; step < 3; ++step) {
+    Draws m = draw("mutant:stride-96", g, step), r = draw("reference", g, step);
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      if ((i / 96) % 2 == 0) {
+        ASSERT_EQ(m.trits[i], r.trits[i]) << i;
+        continue;
+      }
+      if (i == 96) continue;  // its partner is element 0 (p = 1, always kept)
+      ASSERT_EQ(m.trits[i] != 0, m.trits[i - 96] != 0) << i;
+    }
+    std::span<const std::int8_t> rt = r.row(0);
+    EXPECT_LT(agreeing(rt.subspan(97, 95), rt.subspan(1, 95)), 95u * 7 / 10);  // the reference's are not
   }
 }
 
