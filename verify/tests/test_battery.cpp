@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <tuple>
@@ -923,31 +924,39 @@ TEST(Battery, CollisionRunsOnEveryPathOfTheCodec) {
   EXPECT_TRUE(any_detail(good, "in each of 6 passes")) << format_table(good);
 }
 
-// A stride bug that hands each uniform to a second element L places on, in runs of L (elements k in the odd
-// runs [L, 2L), [3L, 4L), ... reuse the uniform of k - L). On the collision probe (p = 1/2 everywhere but
-// element 0) reusing k - L's uniform is copying its keep bit, which is what this sampler does. Runs of 96
-// (lag 96: no lag row, no block of 64) were left to blocks of 512, which quick does not plan; runs of 72
-// are the shortest the collision scan is built to find (64-bit windows indexed every 8 bits).
+// A stride bug that hands each uniform to a second element `lag` places on, in runs of `run` (elements k in
+// the odd runs [run, 2 run), [3 run, 4 run), ... reuse the uniform of k - lag). On the collision probe
+// (p = 1/2 everywhere but element 0) reusing k - lag's uniform is copying its keep bit, which is what this
+// sampler does. Runs of 96 at lag 96 (no lag row, no block of 64) were left to blocks of 512, which quick
+// does not plan; runs of 72 are the shortest the collision scan is built to find (64-bit windows indexed
+// every 8 bits); shorter runs at any lag up to 1024 are the lag scan's.
 class StrideReuseSampler : public Sampler {
  public:
-  explicit StrideReuseSampler(std::size_t L) : L_(L) {}
-  std::string name() const override { return "stride-reuse-" + std::to_string(L_); }
+  StrideReuseSampler(std::size_t lag, std::size_t run, std::optional<ClipMode> only = std::nullopt)
+      : lag_(lag), run_(run), only_(only) {}
+  std::string name() const override { return "stride-reuse-" + std::to_string(lag_) + "-" + std::to_string(run_); }
   Draws draw(const DrawRequest& r) override {
     Draws d = ref_->draw(r);
+    if (only_ && r.params.clip != *only_) return d;  // the bug lives on one path of the codec only
     const std::size_t n = r.g.size();
     for (std::uint32_t j = 0; j < r.steps; ++j)
-      for (std::size_t k = L_; k < n; ++k)
-        if ((k / L_) % 2 == 1) {
-          const bool kept = d.trits[j * n + k - L_] != 0;
+      for (std::size_t k = std::max(lag_, run_); k < n; ++k)
+        if ((k / run_) % 2 == 1) {
+          const bool kept = d.trits[j * n + k - lag_] != 0;
           d.trits[j * n + k] = static_cast<std::int8_t>(kept ? (r.g[k] < 0 ? -1 : 1) : 0);
         }
     return d;
   }
 
  private:
-  std::size_t L_;
+  std::size_t lag_, run_;
+  std::optional<ClipMode> only_;
   std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
 };
+
+bool row_failed(const Result& r, const std::string& id) {
+  return std::any_of(r.rows.begin(), r.rows.end(), [&](const Row& w) { return w.id == id && !w.pass; });
+}
 
 TEST(Battery, CollisionFindsAStrideReuseInRunsOf72OrMore) {
   // The threshold: the smallest run >= 72 whose union bound stays within half the row's share.
@@ -962,11 +971,32 @@ TEST(Battery, CollisionFindsAStrideReuseInRunsOf72OrMore) {
   EXPECT_EQ(collision_run(1.0, 1e-6), 72u);
   Options o = small_options(512, 16, 4, all_checks_but({"collision"}));
   for (std::size_t L : {72, 96, 200}) {
-    StrideReuseSampler bad(L);
+    StrideReuseSampler bad(L, L);
     Result r = run_battery(bad, o);
-    EXPECT_TRUE(failed(r, "collision")) << L << "\n" << format_table(r);
+    EXPECT_TRUE(row_failed(r, "collision/p=1/2 probe")) << L << "\n" << format_table(r);
     EXPECT_TRUE(any_detail(r, "streams reused: clip")) << L << "\n" << format_table(r);
   }
+}
+
+// Reuse in runs too short for the collision scan, at lags no lag row or block of 64 sees: the lag scan
+// (every lag 1..1024 on the probe) fails; the reference passes it.
+TEST(Battery, LagScanFindsShortRunsReusedAtAnyLag) {
+  Options o = small_options(4096, 16, 4, all_checks_but({"collision"}));
+  for (auto [lag, run] : std::vector<std::pair<std::size_t, std::size_t>>{{70, 70}, {100, 8}, {1000, 16}, {3, 1}}) {
+    StrideReuseSampler bad(lag, run);
+    Result r = run_battery(bad, o);
+    EXPECT_TRUE(row_failed(r, "collision/p=1/2 probe/every lag")) << lag << " " << run << "\n" << format_table(r);
+    EXPECT_TRUE(any_detail(r, strf("lag %zu in pass", lag))) << lag << " " << run << "\n" << format_table(r);
+  }
+  // On the clipped path only: that pass's masks differ from the base pass's, so it is scanned and named.
+  StrideReuseSampler clipped(100, 8, ClipMode::saturate);
+  Result rc = run_battery(clipped, o);
+  EXPECT_TRUE(row_failed(rc, "collision/p=1/2 probe/every lag")) << format_table(rc);
+  EXPECT_TRUE(any_detail(rc, "lag 100 in pass saturate")) << format_table(rc);
+  auto ref = make_sampler("reference", {});
+  Result good = run_battery(*ref, o);
+  EXPECT_TRUE(good.pass()) << format_table(good);
+  EXPECT_TRUE(any_detail(good, "for each lag L = 1..1024 of each pass")) << format_table(good);
 }
 
 // Bugs that begin above a size: per-thread chunks of 2^17 elements that restart the stream (each chunk

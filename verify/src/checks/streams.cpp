@@ -191,7 +191,9 @@ inline std::uint64_t window_at(const std::vector<std::uint64_t>& b, std::size_t 
 
 }  // namespace
 
-std::vector<std::string> plan_collision() { return {row_id("collision", "p=1/2 probe")}; }
+std::vector<std::string> plan_collision() {
+  return {row_id("collision", "p=1/2 probe"), row_id("collision", "p=1/2 probe", "every lag")};
+}
 
 std::uint32_t long_probe_steps(const Profile& p, std::size_t d) {
   if (std::min<std::size_t>(d, kLongProbeElements) < 192) return 0;
@@ -281,6 +283,43 @@ ProbeScan probe_and_scan(Ctx& c, const std::vector<float>& g, const Params& para
   return P;
 }
 
+// The lag scan: on the probe every mask bit but element 0's is a fair coin, so for a lag L the products
+// s_k s_{k+L} (s = 2b - 1, k = 1 .. d-1-L) of one stream are independent Rademacher signs (along each chain
+// k, k+L, k+2L, ... a product of consecutive independent signs is a new independent sign). Their sum over
+// the pass's streams, S_L, is a sum of N_L independent +-1 terms under H0: P(|S_L| >= z sqrt(N_L)) <=
+// 2 exp(-z^2 / 2) (Hoeffding), for every lag L = 1 .. kMaxLag. A reuse at any lag up to kMaxLag, in runs
+// of any length, correlates the pairs at that lag (a stride bug in runs of L at lag L: half the pairs
+// equal, correlation 1/2); a reuse as 1 - u anticorrelates them.
+constexpr std::size_t kMaxLag = 1024;
+struct LagScan {
+  std::size_t lag = 0;  // the lag of the largest |z| (0: none scanned)
+  double z = 0.0, n = 0.0;  // its standardized sum and its number of terms N_L
+  double n_min = 0.0;       // the smallest N_L of the pass (at the largest lag)
+};
+LagScan lag_scan(const std::vector<ProbeStream>& streams, std::size_t d) {
+  LagScan out;
+  const std::size_t max_lag = d >= 3 ? std::min(kMaxLag, (d - 1) / 2) : 0;
+  for (std::size_t L = 1; L <= max_lag; ++L) {
+    const std::size_t last = d - 1 - L;  // pairs k = 1 .. last
+    double ones = 0.0;
+    for (const auto& ps : streams) {
+      std::uint64_t c = 0;
+      for (std::size_t w = 0; w * 64 <= last; ++w) {
+        std::uint64_t x = ps.bits[w] ^ window_at(ps.bits, w * 64 + L);
+        if (w == 0) x &= ~std::uint64_t{1};  // element 0: the scalar's, always kept
+        if (w * 64 + 63 > last) x &= (last - w * 64 == 63) ? ~std::uint64_t{0} : (std::uint64_t{1} << (last - w * 64 + 1)) - 1;
+        c += static_cast<std::uint64_t>(__builtin_popcountll(x));
+      }
+      ones += static_cast<double>(c);
+    }
+    const double n = static_cast<double>(streams.size()) * static_cast<double>(last);
+    const double z = (n - 2.0 * ones) / std::sqrt(n);
+    if (out.lag == 0 || std::fabs(z) > std::fabs(out.z)) out.lag = L, out.z = z, out.n = n;
+    out.n_min = n;  // N_L decreases with L: the last is the smallest
+  }
+  return out;
+}
+
 struct ProbePass {
   Params params;
   std::optional<float> scalar;
@@ -341,6 +380,9 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   const double big_places = static_cast<double>(big_streams) * static_cast<double>(big.size());
   const double pairs = 2.0 * (static_cast<double>(passes.size()) * small_places * small_places + big_places * big_places);
   const std::size_t min_run = collision_run(pairs, c.alpha);
+  LagScan worst_lag, base_lag;
+  std::string worst_lag_pass;
+  double lag_tests = 0.0, smallest_n = 0.0;
   for (std::size_t pi = 0; pi <= passes.size(); ++pi) {
     const bool large = pi == passes.size();
     const ProbePass& pass = large ? passes[0] : passes[pi];
@@ -366,8 +408,27 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
                       name.c_str(), frac, P.bits);
       mark_rejected(r);
       c.rows.push_back(r);
+      Row lag = stat_row(c, "collision", "p=1/2 probe", "every lag");
+      lag.statistic = "not judged";
+      lag.threshold = "fair coins";
+      lag.p = r.p, lag.pvalue = r.pvalue;  // the evidence is the coin row's
+      lag.power = r.power;
+      lag.pass = false;
+      lag.detail = "the probe's masks are not fair coins (the row above), so the lag scan cannot be judged";
+      c.rows.push_back(lag);
       return;
     }
+    // The lag scan of this pass: its most extreme lag, against the run's worst so far. A pass whose masks
+    // are the base pass's, bit for bit (a spec-stream codec gives one key the same mask in every mode),
+    // has the base pass's scan: it is not computed again (its lags still count in the Bonferroni split,
+    // which is fixed by the sizes alone).
+    const bool same_as_base = !large && pi > 0 && std::equal(P.streams.begin(), P.streams.end(), streams.begin(), streams.end(),
+                                                             [](const ProbeStream& a, const ProbeStream& b) { return a.bits == b.bits; });
+    const LagScan ls = same_as_base ? base_lag : lag_scan(P.streams, gp.size());
+    if (pi == 0) base_lag = ls;
+    lag_tests += static_cast<double>(gp.size() >= 3 ? std::min(kMaxLag, (gp.size() - 1) / 2) : 0);
+    if (ls.lag && (worst_lag.lag == 0 || std::fabs(ls.z) > std::fabs(worst_lag.z))) worst_lag = ls, worst_lag_pass = name;
+    if (ls.lag && (smallest_n == 0.0 || ls.n_min < smallest_n)) smallest_n = ls.n_min;
     const double places = static_cast<double>(P.streams.size()) * static_cast<double>(gp.size());
     scan_bound += 2.0 * places * places * std::ldexp(1.0, -static_cast<int>(min_run));
     if (P.repeats && repeats == 0) first = "clip " + name + ": " + P.first;
@@ -446,6 +507,32 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
                               : "no long probe (fewer than 192 elements)",
                             bound);
   c.rows.push_back(r);
+
+  // The lag scan's decision: Bonferroni over every lag of every pass, Hoeffding for each.
+  Row lag = stat_row(c, "collision", "p=1/2 probe", "every lag");
+  const double tests = std::max(1.0, lag_tests);
+  const double t = std::sqrt(2.0 * std::log(2.0 * tests / c.alpha));
+  const double t_beta = std::sqrt(2.0 * std::log(1.0 / c.opt.profile.beta));
+  const double zabs = std::fabs(worst_lag.z);
+  lag.statistic = worst_lag.lag ? strf("largest |z| %.2f (lag %zu, %s)", zabs, worst_lag.lag,
+                                       worst_lag.z >= 0 ? "pairs agree" : "pairs disagree")
+                                : "no lag (fewer than 3 elements)";
+  lag.threshold = strf("|z| <= %.2f", t);
+  lag.p = tests * 2.0 * std::exp(-zabs * zabs / 2.0);
+  lag.pvalue = bound_text(lag.p);
+  lag.pass = zabs <= t;
+  lag.effect = worst_lag.n > 0 ? worst_lag.z / std::sqrt(worst_lag.n) : 0.0;
+  lag.limit = smallest_n > 0 ? t / std::sqrt(smallest_n) : 0.0;
+  lag.detectable = smallest_n > 0 ? (t + t_beta) / std::sqrt(smallest_n) : 1.0;
+  lag.power = strf("correlation >= %.3g at any lag 1..%zu", lag.detectable, std::min(kMaxLag, d >= 3 ? (d - 1) / 2 : 0));
+  lag.detail = strf("keep masks of the probe streams (element 0 left out): for each lag L = 1..%zu of each pass, the sum "
+                    "of (2b_k - 1)(2b_{k+L} - 1) over streams and k, independent +-1 terms under H0 (Hoeffding; %.0f "
+                    "lags in all, Bonferroni); the most extreme: lag %zu in pass %s (z = %.2f); false-fail probability "
+                    "<= %.2g",
+                    std::min(kMaxLag, d >= 3 ? (d - 1) / 2 : 0), tests, worst_lag.lag, worst_lag_pass.c_str(),
+                    worst_lag.z, c.alpha);
+  mark_rejected(lag);
+  c.rows.push_back(lag);
 }
 
 }  // namespace tg::verify::checks
