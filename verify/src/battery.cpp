@@ -308,7 +308,8 @@ Result run_battery(Sampler& sampler, const Options& options) {
                                                   (supports(options, "none") + supports(options, "clip") +
                                                    supports(options, "saturate"));
   if (on("collision"))
-    total_units += 52.0 * P.d * static_cast<double>(collision_passes(options)) + 4.0 * kLargeElements + static_cast<double>(long_probe_steps(P, P.d)) * std::min<std::size_t>(P.d, kLongProbeElements);
+    total_units += 52.0 * P.d * static_cast<double>(collision_passes(options)) + 4.0 * kLargeElements + static_cast<double>(P.steps) * static_cast<double>(checks::small_probe_elements()) +
+                   static_cast<double>(long_probe_steps(P, P.d)) * std::min<std::size_t>(P.d, kLongProbeElements);
   if (on("aggregate")) total_units += (shared_clip ? 2.0 : 1.0) * P.agg_steps * P.d * P.agg_workers;
   Progress progress(options.progress, total_units, options.poll);
   Ctx c{sampler, options, res.alpha_each, res.rows, progress};

@@ -978,6 +978,41 @@ TEST(Battery, CollisionFindsAStrideReuseInRunsOf72OrMore) {
   }
 }
 
+// A vector loop of width W whose remainder loop reuses the uniforms of the last whole vector: elements
+// k >= W floor(d / W) take the keep bit of k - W (on the probe, what reusing its uniform does). At most
+// W - 1 elements of a tensor: diluted in a large one, plain in the small pass of the collision check.
+class RemainderReuseSampler : public Sampler {
+ public:
+  explicit RemainderReuseSampler(std::size_t W) : W_(W) {}
+  std::string name() const override { return "remainder-reuse-" + std::to_string(W_); }
+  Draws draw(const DrawRequest& r) override {
+    Draws d = ref_->draw(r);
+    const std::size_t n = r.g.size(), tail = W_ * (n / W_);
+    if (tail < W_) return d;
+    for (std::uint32_t j = 0; j < r.steps; ++j)
+      for (std::size_t k = tail; k < n; ++k) {
+        const bool kept = d.trits[j * n + k - W_] != 0;
+        d.trits[j * n + k] = static_cast<std::int8_t>(kept ? (r.g[k] < 0 ? -1 : 1) : 0);
+      }
+    return d;
+  }
+
+ private:
+  std::size_t W_;
+  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+};
+
+TEST(Battery, LagScanFindsARemainderLoopReusingUniforms) {
+  Options o = small_options(512, 16, 4, all_checks_but({"collision"}));
+  o.profile.steps = 128;  // quick's draws: the small pass draws each size this many times
+  for (std::size_t W : {8, 16, 32}) {
+    RemainderReuseSampler bad(W);
+    Result r = run_battery(bad, o);
+    EXPECT_TRUE(row_failed(r, "collision/p=1/2 probe/every lag")) << W << "\n" << format_table(r);
+    EXPECT_TRUE(any_detail(r, strf("lag %zu in pass small", W))) << W << "\n" << format_table(r);
+  }
+}
+
 // Reuse in runs too short for the collision scan, at lags no lag row or block of 64 sees: the lag scan
 // (every lag 1..1024 on the probe) fails; the reference passes it.
 TEST(Battery, LagScanFindsShortRunsReusedAtAnyLag) {
