@@ -186,6 +186,14 @@ class WindowIndex {
   int bits_ = 0;
 };
 
+// The probe gradient on n elements: element 0 is 1 (the scalar), every other +-1/2 (alternating signs).
+std::vector<float> probe_gradient(std::size_t n) {
+  std::vector<float> g(n, 0.5f);
+  for (std::size_t k = 1; k < n; k += 2) g[k] = -0.5f;
+  if (n) g[0] = 1.0f;
+  return g;
+}
+
 // One draw's keep mask as a probe stream.
 ProbeStream mask_stream(std::span<const std::int8_t> row, const StreamKey& key) {
   ProbeStream ps;
@@ -383,9 +391,7 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   // exactly and the keep bit is a fair coin under H0. Its sigma is about 1/2, so a clip bound
   // c sigma (c = 2.5) exceeds 1: the probe is the same in every clipping mode, and with a given
   // scalar 1 (its own).
-  std::vector<float> g(d, 0.5f);
-  for (std::size_t k = 1; k < d; k += 2) g[k] = -0.5f;
-  g[0] = 1.0f;
+  const std::vector<float> g = probe_gradient(d);
   const Params params = base_params(c.opt);
   const std::vector<KeyBlock> keys = collision_keys(stream_seed);
   // The key list in the base mode, then in each other mode the implementation has and with a given
@@ -401,9 +407,7 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   // The large pass: the probe on kLargeElements (2^20 + 3) under four keys in the base mode, scanned on its
   // own: a stream that repeats inside one large tensor at any lag (a counter that wraps, per-thread chunks
   // that restart it), where every other pass is smaller.
-  std::vector<float> big(kLargeElements, 0.5f);
-  for (std::size_t k = 1; k < big.size(); k += 2) big[k] = -0.5f;
-  big[0] = 1.0f;
+  const std::vector<float> big = probe_gradient(kLargeElements);
   const std::vector<KeyBlock> big_keys = {{{stream_seed, 0, 0, 0}, 2}, {{stream_seed, 1, 0, 0}, 1}, {{stream_seed, 0, 1, 0}, 1}};
   // Under H0 two given places agree (or are complements) on `run` fair bits with probability 2^-run each;
   // over all pairs of places of a pass the chance of any finding is at most 2 (streams * d)^2 2^-run. The
@@ -417,6 +421,9 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   const std::size_t min_run = collision_run(pairs, c.alpha);
   LagScan worst_lag, base_lag;
   std::string worst_lag_pass;
+  auto keep_worst = [&](const LagScan& ls, const std::string& pass) {
+    if (ls.lag && (worst_lag.lag == 0 || std::fabs(ls.z) > std::fabs(worst_lag.z))) worst_lag = ls, worst_lag_pass = pass;
+  };
   double lag_tests = 0.0, smallest_n = 0.0, small_coin_bound = 0.0, small_fraction = 0.5;
   for (std::size_t pi = 0; pi <= passes.size(); ++pi) {
     const bool large = pi == passes.size();
@@ -462,7 +469,7 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
     const LagScan ls = same_as_base ? base_lag : lag_scan(P.streams);
     if (pi == 0) base_lag = ls;
     lag_tests += static_cast<double>(scanned_lags(gp.size()));
-    if (ls.lag && (worst_lag.lag == 0 || std::fabs(ls.z) > std::fabs(worst_lag.z))) worst_lag = ls, worst_lag_pass = name;
+    keep_worst(ls, name);
     if (ls.lag && (smallest_n == 0.0 || ls.n_min < smallest_n)) smallest_n = ls.n_min;
     const double places = static_cast<double>(P.streams.size()) * static_cast<double>(gp.size());
     scan_bound += 2.0 * places * places * std::ldexp(1.0, -static_cast<int>(min_run));
@@ -479,9 +486,7 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
     const std::uint32_t steps = c.opt.profile.steps;
     for (std::size_t i = 0; i < std::size(kSmallProbeSizes); ++i) {
       const std::size_t n = kSmallProbeSizes[i];
-      std::vector<float> gs(n, 0.5f);
-      for (std::size_t k = 1; k < n; k += 2) gs[k] = -0.5f;
-      gs[0] = 1.0f;
+      const std::vector<float> gs = probe_gradient(n);
       const std::uint32_t chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(c.sampler.max_request_elements() / n, 1, steps));
       for (std::uint32_t j0 = 0; j0 < steps; j0 += chunk) {
         const std::uint32_t cnt = std::min(chunk, steps - j0);
@@ -499,8 +504,7 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
     lag_tests += static_cast<double>(scanned_lags(kSmallProbeSizes[std::size(kSmallProbeSizes) - 1]));
     if (std::fabs(small_fraction - 0.5) <= 0.05) {
       const LagScan ls = lag_scan(small);
-      if (ls.lag && (worst_lag.lag == 0 || std::fabs(ls.z) > std::fabs(worst_lag.z)))
-        worst_lag = ls, worst_lag_pass = small_pass_name();
+      keep_worst(ls, small_pass_name());
     }
   }
 
