@@ -24,7 +24,7 @@ struct TrainCli {
 };
 
 void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) {
-  sub->add_option("--model", c.model, "Net")->check(CLI::IsMember({"lenet", "cifarnet", "alexnet", "googlenet", "vgga"}));
+  sub->add_option("--model,--net", c.model, "Net (--net as in `terngrad model`)")->check(CLI::IsMember({"lenet", "cifarnet", "alexnet", "googlenet", "vgga"}));
   sub->add_option("--data", c.data,
                   "Data: fashion-mnist (Debian package), mnist, cifar10 or tensor (preprocessed images, for AlexNet/"
                   "GoogLeNet/VGG-A; all three with --data-dir), synthetic")

@@ -4,10 +4,14 @@
 // Exit codes: 0 pass, 1 a check failed, 2 usage or input error.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <string>
 #include <typeinfo>
+#include <utility>
+#include <vector>
 
 #include <cxxabi.h>
 #include <signal.h>
@@ -44,6 +48,77 @@ namespace {
   ::_exit(2);
 }
 
+// Levenshtein distance, for "did you mean" on a mistyped option or subcommand.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The closest of `names` to `word`: a known other name for it, or the nearest by edits (below).
+std::string closest(const std::string& word, const std::vector<std::string>& names) {
+  static const std::vector<std::pair<std::string, std::string>> synonyms = {
+      {"net", "model"}, {"network", "model"}, {"arch", "model"}, {"dataset", "data"}, {"n", "elements"},
+      {"size", "elements"}, {"workers", "nproc"}, {"output", "out"}, {"codec", "impl"}, {"implementation", "impl"}};
+  auto has = [&](const std::string& n) { return std::find(names.begin(), names.end(), n) != names.end(); };
+  for (const auto& [from, to] : synonyms)
+    if (word == from && has(to)) return to;
+  // A name counts as close if it, or its start (a prefix about as long as the word, one edit more), is
+  // within max(2, length / 3) edits (1 for words under 4 letters).
+  std::string best;
+  std::size_t best_d = (word.size() < 4 ? 1 : std::max<std::size_t>(2, word.size() / 3)) + 1;
+  for (const auto& n : names) {
+    std::size_t d = edit_distance(word, n);
+    for (std::size_t len = word.size() > 1 ? word.size() - 1 : 1; len <= word.size() + 2 && len < n.size(); ++len)
+      d = std::min(d, edit_distance(word, n.substr(0, len)) + 1);
+    if (d < best_d) best_d = d, best = n;
+  }
+  return best;
+}
+
+// An argument the parser did not expect, named with where it went wrong and what was probably meant:
+// "terngrad train: unknown option --net (did you mean --model?); see terngrad train --help".
+std::string extras_message(const CLI::App& app) {
+  const auto subs = app.get_subcommands();
+  const CLI::App* sub = subs.empty() ? nullptr : subs.front();
+  const std::string where = sub ? "terngrad " + sub->get_name() : "terngrad";
+  std::vector<std::string> extras = sub ? sub->remaining() : app.remaining();
+  if (extras.empty()) extras = app.remaining(true);
+  if (extras.empty()) return where + ": unexpected arguments; see " + where + " --help\n";
+  std::string arg = extras.front();
+  for (const auto& x : extras)
+    if (x.size() > 1 && x[0] == '-') {
+      arg = x;
+      break;
+    }
+  std::string msg;
+  if (arg.size() > 1 && arg[0] == '-') {
+    const std::string word = arg.substr(0, arg.find('=')).substr(arg[1] == '-' ? 2 : 1);
+    std::vector<std::string> names;
+    for (const CLI::Option* o : (sub ? sub : &app)->get_options())
+      for (const auto& n : o->get_lnames()) names.push_back(n);
+    const std::string hint = closest(word, names);
+    msg = where + ": unknown option " + arg.substr(0, arg.find('=')) + (hint.empty() ? "" : " (did you mean --" + hint + "?)");
+  } else if (!sub) {
+    std::vector<std::string> names;
+    for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(s->get_name());
+    const std::string hint = closest(arg, names);
+    msg = where + ": unknown subcommand '" + arg + "'" + (hint.empty() ? "" : " (did you mean " + hint + "?)");
+  } else {
+    msg = where + ": unexpected argument '" + arg + "'";
+  }
+  return msg + "; see " + where + " --help\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -53,8 +128,10 @@ int main(int argc, char** argv) {
   ::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"terngrad: test bench for the TernGrad stochastic ternary gradient codec"};
   app.require_subcommand(0, 1);  // an unknown word is then named: "argument was not expected: X"
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {  // one line per error
-    return std::string("terngrad: ") + e.what() + " (see --help)\n";
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {  // one line per error, naming the subcommand
+    const auto subs = a->get_subcommands();
+    const std::string where = subs.empty() ? "terngrad" : "terngrad " + subs.front()->get_name();
+    return where + ": " + e.what() + " (see " + where + " --help)\n";
   });
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   app.option_defaults()->always_capture_default();  // every --help shows each option's default
@@ -70,6 +147,9 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {  // prints the version; exit 0
     return app.exit(e);
+  } catch (const CLI::ExtrasError&) {
+    std::fputs(extras_message(app).c_str(), stderr);
+    return 2;
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;

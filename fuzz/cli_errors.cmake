@@ -163,13 +163,14 @@ message("subcommands: ${subcommands}")
 
 # The program itself.
 expect_usage_error("subcommand")
-expect_usage_error("no-such-subcommand" no-such-subcommand)
+expect_usage_error("unknown subcommand 'no-such-subcommand'; see terngrad --help" no-such-subcommand)
+expect_usage_error("unknown subcommand 'verfy' (did you mean verify?)" verfy)  # a typo gets the nearest name
 # --version is a request, not an error: exit 0 with the version on stdout
 expect_run(RC 0 ARGS --version CONTAINS "terngrad " "(source ")
 
 # Every subcommand: an unknown option, and help still exits 0 (checked above for the program).
 foreach(sub IN LISTS subcommands)
-  expect_usage_error("--no-such-option" ${sub} --no-such-option)
+  expect_usage_error("terngrad ${sub}: unknown option --no-such-option; see terngrad ${sub} --help" ${sub} --no-such-option)
 endforeach()
 
 # Per-subcommand values and files (only for the subcommands this build has). Each run starts the
@@ -177,6 +178,8 @@ endforeach()
 foreach(sub IN LISTS subcommands)
   if(sub STREQUAL "demo")
     expect_usage_error("--elements" demo --elements 0)
+    expect_usage_error("unknown option --elemnts (did you mean --elements?)" demo --elemnts 5)
+    expect_usage_error("terngrad demo: unexpected argument '5'" demo 5)
     expect_usage_error("--n" demo --n 0)  # the old name keeps its check
     expect_usage_error("3bit" demo --packing 3bit)
     expect_usage_error("--c" demo --c -1)
@@ -187,6 +190,7 @@ foreach(sub IN LISTS subcommands)
     expect_run(RC 0 ARGS demo --elements 1 --draws 2 CONTAINS "8.25x larger" "every draw is exact" LACKS "-nan" "smaller")
   elseif(sub STREQUAL "verify")
     expect_usage_error("--profile" verify --profile bogus)
+    expect_usage_error("unknown option --alhpa (did you mean --alpha?)" verify --alhpa=0.1)  # --name=value too
     expect_usage_error("/nonexistent/codec" verify --impl "exec:/nonexistent/codec" --no-progress)
     expect_usage_error("bogus" verify --impl bogus --no-progress)
     expect_usage_error("--exec-timeout" verify --exec-timeout nan --no-progress)  # NaN turned the timeout off
@@ -227,6 +231,8 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("/nonexistent/checkpoint" train --resume /nonexistent/checkpoint)
     expect_usage_error("/nonexistent/data" train --data-dir /nonexistent/data)
     expect_usage_error("--lr" train --lr -1)
+    expect_usage_error("unknown option --modle (did you mean --model?)" train --modle lenet)
+    expect_usage_error("--model: bogus not in" train --net bogus)  # --net is --model's other name
     expect_usage_error("--epochs" train --epochs nan)
     # options that take any number >= 0: a negative or infinite value is named, with no DBL_MAX bound
     expect_usage_error("--epochs: must be a finite number >= 0, got -1" train --epochs -1)
@@ -262,11 +268,13 @@ foreach(sub IN LISTS subcommands)
     expect_run(RC 0 ARGS calibrate --profile quick --seeds 2 --no-progress --skip streams,collision,cross,aggregate,independence
                --json - CONTAINS "\"calibrated\"" LACKS "CALIBRATED" ABSENT "${scratch}/-")
   elseif(sub STREQUAL "model")
+    expect_usage_error("unknown option --bandwith (did you mean --bandwidth-gbps?)" model --bandwith 1)  # a prefix
     # --csv is checked with --json, before anything is written (was: x.json written, then the error)
     expect_usage_error("--csv ${scratch} is a folder" model --preset paper --json "${scratch}/x.json" --csv "${scratch}"
                        ABSENT "${scratch}/x.json")
   elseif(sub STREQUAL "launch")
     expect_usage_error("--nproc" launch --nproc 0)
+    expect_usage_error("unknown option --workers (did you mean --nproc?)" launch --workers 2)  # a known other name
     expect_usage_error("--grace-s" launch --grace-s nan)
   elseif(sub STREQUAL "report")
     expect_usage_error("/nonexistent/reports" report --reports /nonexistent/reports)
