@@ -129,14 +129,39 @@ fs::path make_temp_dir() {
   return templ;
 }
 
+// The samplers' temporary folder, removed with its contents when the sampler goes: also when the
+// sampler's constructor throws (a serve: program that fails the handshake), where no destructor runs.
+struct TempDir {
+  fs::path path = make_temp_dir();
+  TempDir() = default;
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  fs::path operator/(const char* name) const { return path / name; }
+};
+
+// SIGPIPE ignored while a serve: program runs (a program that died must be an error, not our death);
+// the previous disposition comes back when the sampler goes, or when its constructor throws.
+struct IgnoreSigpipe {
+  struct sigaction old {};
+  IgnoreSigpipe() {
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    ::sigaction(SIGPIPE, &ign, &old);
+  }
+  IgnoreSigpipe(const IgnoreSigpipe&) = delete;
+  IgnoreSigpipe& operator=(const IgnoreSigpipe&) = delete;
+  ~IgnoreSigpipe() { ::sigaction(SIGPIPE, &old, nullptr); }
+};
+
 class ExecSampler : public Sampler {
  public:
   ExecSampler(std::string command, ExecOptions options)
-      : command_(std::move(command)), options_(options), dir_(make_temp_dir()) {}
-  ~ExecSampler() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
+      : command_(std::move(command)), options_(options) {}
   std::string name() const override { return "exec:" + command_; }
   std::uint64_t max_request_elements() const override { return std::uint64_t{1} << 24; }
 
@@ -196,7 +221,7 @@ class ExecSampler : public Sampler {
   SignalGuard signals_;  // first member: constructed first, destroyed last (after dir_ is removed)
   std::string command_;
   ExecOptions options_;
-  fs::path dir_;
+  TempDir dir_;
 };
 
 
@@ -207,19 +232,10 @@ class ExecSampler : public Sampler {
 class ServeSampler : public Sampler {
  public:
   ServeSampler(std::string command, ExecOptions options)
-      : command_(std::move(command)), options_(options), dir_(make_temp_dir()) {
-    struct sigaction ign {};
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    ::sigaction(SIGPIPE, &ign, &old_pipe_);  // a program that died must be an error, not our death
-    start();
+      : command_(std::move(command)), options_(options) {
+    start();  // a failure stops the program (fail()); the members then restore SIGPIPE and remove the folder
   }
-  ~ServeSampler() override {
-    stop();
-    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
+  ~ServeSampler() override { stop(); }  // then the members: SIGPIPE's disposition back, the folder removed
   std::string name() const override { return "serve:" + command_; }
   std::uint64_t max_request_elements() const override { return std::uint64_t{1} << 24; }
 
@@ -238,14 +254,19 @@ class ServeSampler : public Sampler {
 
  private:
   void start() {
-    int in_pipe[2], out_pipe[2];
-    if (::pipe(in_pipe) != 0 || ::pipe(out_pipe) != 0)
-      throw Error(ErrorCode::invalid_argument, std::string("pipe failed: ") + std::strerror(errno));
+    int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1};
+    auto refuse = [&](const char* what) {  // no descriptor left open
+      const std::string why = std::string(what) + " failed: " + std::strerror(errno);
+      for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1]})
+        if (fd >= 0) ::close(fd);
+      throw Error(ErrorCode::invalid_argument, why);
+    };
+    if (::pipe(in_pipe) != 0 || ::pipe(out_pipe) != 0) refuse("pipe");
     const fs::path err = dir_ / "stderr.txt";
     const std::string cmd = command_ + " --serve";
     std::fflush(nullptr);
     pid_ = ::fork();
-    if (pid_ < 0) throw Error(ErrorCode::invalid_argument, std::string("fork failed: ") + std::strerror(errno));
+    if (pid_ < 0) refuse("fork");
     if (pid_ == 0) {
       ::setpgid(0, 0);
       ::dup2(in_pipe[0], STDIN_FILENO);
@@ -329,8 +350,8 @@ class ServeSampler : public Sampler {
   SignalGuard signals_;  // first member: constructed first, destroyed last
   std::string command_;
   ExecOptions options_;
-  fs::path dir_;
-  struct sigaction old_pipe_ {};
+  TempDir dir_;
+  IgnoreSigpipe sigpipe_;
   pid_t pid_ = -1;
   int to_child_ = -1, from_child_ = -1;
   std::string buffer_;

@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include <unistd.h>
 
@@ -110,13 +112,33 @@ TEST(Serve, ErrorsNameTheProblem) {
   EXPECT_NE(serve_error_of("chatter").find("answered 'hello' instead of 'ok'"), std::string::npos);
   EXPECT_NE(serve_error_of("wrong-shape").find("shape (75,), expected (2, 37)"), std::string::npos);
   EXPECT_NE(serve_error_of("garbage").find("malformed .npy"), std::string::npos);
-  // a program that does not speak the persistent form fails the handshake
-  try {
-    make_serve_sampler("echo hello", {30.0});
-    ADD_FAILURE() << "no handshake error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not the handshake 'terngrad-serve 1'"), std::string::npos) << e.what();
+  // a program that does not speak the persistent form fails the handshake, and one that exits before it
+  // too; either way the sampler's temporary folder is removed and SIGPIPE's disposition restored
+  namespace fs = std::filesystem;
+  const fs::path tmp = fs::temp_directory_path() / ("tg-handshake-test-" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  const char* old_tmpdir = std::getenv("TMPDIR");
+  const std::string saved = old_tmpdir ? old_tmpdir : "";
+  ::setenv("TMPDIR", tmp.c_str(), 1);
+  struct sigaction before {};
+  ::sigaction(SIGPIPE, nullptr, &before);
+  for (const auto& [cmd, want] : {std::pair<std::string, std::string>{"echo hello", "not the handshake 'terngrad-serve 1'"},
+                                  {"true", "it exited (end of its output) while the battery waited for the handshake"},
+                                  {"/nonexistent/codec-program", "not found"}}) {
+    try {
+      make_serve_sampler(cmd, {30.0});
+      ADD_FAILURE() << "no handshake error: " << cmd;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(fs::is_empty(tmp)) << cmd << ": the temporary folder was left behind";
+    struct sigaction after {};
+    ::sigaction(SIGPIPE, nullptr, &after);
+    EXPECT_EQ(after.sa_handler, before.sa_handler) << cmd;
   }
+  if (old_tmpdir) ::setenv("TMPDIR", saved.c_str(), 1);
+  else ::unsetenv("TMPDIR");
+  fs::remove_all(tmp);
 }
 
 TEST(Exec, ValuesOutsideTheTernaryLevelsAreADefect) {
