@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <system_error>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -69,8 +70,20 @@ Step exchange_step(GradientExchange& x, std::uint32_t step, bool keep = false) {
   return s;
 }
 
+fs::path scratch_root() { return fs::temp_directory_path() / ("tg_train_live_" + std::to_string(::getpid())); }
+
+// The tests' scratch folders go with the test program (each run has its own, named by its pid).
+class RemoveScratch : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(scratch_root(), ec);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const remove_scratch = ::testing::AddGlobalTestEnvironment(new RemoveScratch);
+
 fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("tg_train_live_" + std::to_string(::getpid())) / name;
+  fs::path d = scratch_root() / name;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
