@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <system_error>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -24,6 +23,7 @@
 #include <tuple>
 #include <sstream>
 
+#include "scratch_dir.hpp"
 #include "tg/train/live_check.hpp"
 
 using namespace tg::train;
@@ -70,24 +70,7 @@ Step exchange_step(GradientExchange& x, std::uint32_t step, bool keep = false) {
   return s;
 }
 
-fs::path scratch_root() { return fs::temp_directory_path() / ("tg_train_live_" + std::to_string(::getpid())); }
-
-// The tests' scratch folders go with the test program (each run has its own, named by its pid).
-class RemoveScratch : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(scratch_root(), ec);
-  }
-};
-[[maybe_unused]] ::testing::Environment* const remove_scratch = ::testing::AddGlobalTestEnvironment(new RemoveScratch);
-
-fs::path temp_dir(const std::string& name) {
-  fs::path d = scratch_root() / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir(const std::string& name) { return tg::test::scratch_dir("tg_train_live_", name); }
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -13,10 +13,10 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <system_error>
 #include <fstream>
 #include <iterator>
 
+#include "scratch_dir.hpp"
 #include "tg/train/data.hpp"
 #include "tg/train/trainer.hpp"
 
@@ -27,24 +27,7 @@ namespace {
 
 bool have_fashion_mnist() { return fs::exists(std::string(tg::train::kFashionMnistDir) + "/train-images-idx3-ubyte.gz"); }
 
-fs::path scratch_root() { return fs::temp_directory_path() / ("tg_train_live_lenet_" + std::to_string(::getpid())); }
-
-// The tests' scratch folders go with the test program (each run has its own, named by its pid).
-class RemoveScratch : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(scratch_root(), ec);
-  }
-};
-[[maybe_unused]] ::testing::Environment* const remove_scratch = ::testing::AddGlobalTestEnvironment(new RemoveScratch);
-
-fs::path live_dir(const std::string& name) {
-  fs::path d = scratch_root() / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path live_dir(const std::string& name) { return tg::test::scratch_dir("tg_train_live_lenet_", name); }
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
