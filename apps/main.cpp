@@ -85,12 +85,18 @@ std::string closest(const std::string& word, const std::vector<std::string>& nam
   return best;
 }
 
+// "terngrad" or "terngrad SUB": where a parse error happened, for its message and its --help pointer.
+std::string where_of(const CLI::App& app) {
+  const auto subs = app.get_subcommands();
+  return subs.empty() ? "terngrad" : "terngrad " + subs.front()->get_name();
+}
+
 // An argument the parser did not expect, named with where it went wrong and what was probably meant:
 // "terngrad train: unknown option --net (did you mean --model?); see terngrad train --help".
 std::string extras_message(const CLI::App& app) {
   const auto subs = app.get_subcommands();
   const CLI::App* sub = subs.empty() ? nullptr : subs.front();
-  const std::string where = sub ? "terngrad " + sub->get_name() : "terngrad";
+  const std::string where = where_of(app);
   std::vector<std::string> extras = sub ? sub->remaining() : app.remaining();
   if (extras.empty()) extras = app.remaining(true);
   if (extras.empty()) return where + ": unexpected arguments; see " + where + " --help\n";
@@ -129,8 +135,7 @@ int main(int argc, char** argv) {
   CLI::App app{"terngrad: test bench for the TernGrad stochastic ternary gradient codec"};
   app.require_subcommand(0, 1);  // an unknown word is then named: "argument was not expected: X"
   app.failure_message([](const CLI::App* a, const CLI::Error& e) {  // one line per error, naming the subcommand
-    const auto subs = a->get_subcommands();
-    const std::string where = subs.empty() ? "terngrad" : "terngrad " + subs.front()->get_name();
+    const std::string where = where_of(*a);
     return where + ": " + e.what() + " (see " + where + " --help)\n";
   });
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
