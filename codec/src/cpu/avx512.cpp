@@ -387,15 +387,16 @@ void avx512_encode_2bit_running(const float* g, std::size_t begin, std::size_t e
     std::size_t n = std::min<std::size_t>(64, end - k);
     for (std::size_t l = 0; l < 64; l += 16) prefetch_ahead(g, k + l);
     __m512i raw[4], a[4];
-    __mmask16 bad = 0;
     for (int v = 0; v < 4; ++v) {
       std::size_t first = 16 * static_cast<std::size_t>(v);
       __mmask16 lanes = n > first ? first_lanes(n - first) : static_cast<__mmask16>(0);
       raw[v] = _mm512_maskz_loadu_epi32(lanes, g + k + first);  // lanes past the end load 0
       a[v] = _mm512_and_epi32(raw[v], abs_mask);
-      bad |= _mm512_cmpgt_epi32_mask(a[v], max_finite);
     }
-    if (bad) {  // rare (the encode fails): name the first non-finite element
+    // |g| as integers orders like the floats and non-finite values lie above the largest finite one, so
+    // the group holds one exactly when its maximum does (one compare per group instead of one per vector)
+    const __m512i mx = _mm512_max_epi32(_mm512_max_epi32(a[0], a[1]), _mm512_max_epi32(a[2], a[3]));
+    if (_mm512_cmpgt_epi32_mask(mx, max_finite)) {  // rare (the encode fails): name the first non-finite element
       for (std::size_t q = k; q < k + n; ++q) {
         std::uint32_t bits;
         std::memcpy(&bits, g + q, 4);
@@ -406,7 +407,6 @@ void avx512_encode_2bit_running(const float* g, std::size_t begin, std::size_t e
       }
       break;
     }
-    __m512i mx = _mm512_max_epi32(_mm512_max_epi32(a[0], a[1]), _mm512_max_epi32(a[2], a[3]));
     if (_mm512_cmpgt_epi32_mask(mx, _mm512_set1_epi32(static_cast<int>(mbits)))) {  // the maximum rises
       mbits = static_cast<std::uint32_t>(_mm512_reduce_max_epi32(mx));
       std::memcpy(&m, &mbits, 4);
