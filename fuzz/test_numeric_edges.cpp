@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <thread>
 
 #include "checks.hpp"
 #include "reliability_util.hpp"
@@ -303,6 +304,46 @@ TEST(Threads, ThreadedDecoderReportsTheFirstInvalidByte) {
     EXPECT_EQ(got, want);
     EXPECT_NE(got.find("byte " + std::to_string(at)), std::string::npos) << got;
   }
+}
+
+// One codec's worker threads serve call after call (codec/src/cpu/optimized.cpp, WorkerPool): tensors split
+// into 4, 2, 1 and 3 parts in turn (a worker with no part in a call must sit it out and still run the next),
+// clipping (several parallel passes per encode), a failing call (the error of the lowest range), and a good
+// call after it: every result is the reference's.
+TEST(Threads, OneCodecsWorkersServeCallsOfEveryPartCount) {
+  auto codec = tg::make_optimized_codec(4);
+  auto params = all_params();
+  std::uint32_t step = 0;
+  for (std::size_t n : {kSplitSize, std::size_t{450000}, std::size_t{100000}, std::size_t{700001}, kSplitSize + 1}) {
+    auto g = tg::rel::gaussian(n, static_cast<unsigned>(n % 1000));
+    for (const auto& p : {params[0], params[3]}) {  // none/2bit and clip/base3
+      tg::StreamKey key{5, 0, 1, step++};
+      EXPECT_EQ(tg::encode(*codec, g, p, key), tg::encode(tg::reference_codec(), g, p, key))
+          << n << " elements, " << tg::to_string(p.clip);
+    }
+    if (n == kSplitSize) {  // a NaN in the last range: the call fails, the next ones still run
+      auto h = g;
+      h[n - 2] = std::nanf("");
+      expect_non_finite([&] { tg::encode(*codec, h, {}, {1, 0, 4, 0}); }, 4, n - 2, "pool, NaN in the last range");
+    }
+  }
+}
+
+// Several threads encode with one codec at once: one call holds the workers, the others start threads of
+// their own; each gets the reference's bytes.
+TEST(Threads, ConcurrentCallersOfOneCodec) {
+  auto codec = tg::make_optimized_codec(2);
+  auto g = tg::rel::gaussian(1000003, 8);
+  std::vector<std::vector<std::uint8_t>> want(3);
+  for (std::uint32_t t = 0; t < 3; ++t) want[t] = tg::encode(tg::reference_codec(), g, {}, {3, 0, t, 0});
+  std::vector<int> wrong(3, 0);
+  std::vector<std::thread> callers;
+  for (std::uint32_t t = 0; t < 3; ++t)
+    callers.emplace_back([&, t] {
+      for (int r = 0; r < 3; ++r) wrong[t] += tg::encode(*codec, g, {}, {3, 0, t, 0}) != want[t];
+    });
+  for (auto& c : callers) c.join();
+  for (std::uint32_t t = 0; t < 3; ++t) EXPECT_EQ(wrong[t], 0) << "caller " << t;
 }
 
 }  // namespace

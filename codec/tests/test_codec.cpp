@@ -7,6 +7,9 @@
 #include <cstring>
 #include <numeric>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "kernels.hpp"
 #include "test_util.hpp"
 #include "tg/codec.hpp"
@@ -59,6 +62,35 @@ TEST(CrossImplementation, SameBytesAtAnyThreadCount) {
       EXPECT_EQ(std::memcmp(dref.values.data(), dopt.values.data(), 4 * dref.values.size()), 0)
           << codec->name();
     }
+  }
+}
+
+// A process forked after the codec's worker threads started (Python's multiprocessing with fork, say) has
+// none of them: its encodes must start threads of their own and not wait for the parent's workers. The
+// child's encode is bounded by an alarm, so a wait that never ends fails the test instead of hanging it.
+TEST(CrossImplementation, ForkedChildEncodesWithoutTheParentsWorkers) {
+  auto g = tg::test::awkward(250007, 5);
+  const tg::StreamKey key{4, 0, 1, 2};
+  const auto want = tg::encode(tg::reference_codec(), g, {}, key);
+  for (const auto& set : tg::cpu::compiled_kernel_sets()) {
+    if (!set.cpu_runs()) continue;
+    auto codec = tg::cpu::make_optimized_codec_with(3, set.kernels(), 20480, std::size_t(-1));
+    ASSERT_EQ(tg::encode(*codec, g, {}, key), want) << set.name;  // the workers now exist
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::alarm(20);
+      int rc = 0;
+      for (int r = 0; r < 3; ++r) rc |= tg::encode(*codec, g, {}, key) != want;
+      codec.reset();  // the pool's destructor must not wait for workers that are not there either
+      ::_exit(rc);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status)) << set.name << ": the child was killed by signal "
+                                   << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << " (SIGALRM = 14: it hung)";
+    EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0) << set.name << ": the child's bytes differ";
+    EXPECT_EQ(tg::encode(*codec, g, {}, key), want) << set.name;  // and the parent's workers still serve
   }
 }
 

@@ -6,14 +6,19 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <ratio>
 #include <exception>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "kernels.hpp"
 
@@ -135,10 +140,96 @@ bool clip_bound_from_sums(double c, std::size_t count, std::size_t chunks, doubl
   return true;
 }
 
+// Worker threads kept from one parallel call to the next: starting and joining a thread costs 38-124 us wall
+// on the project's VMs (BM_ThreadStartJoin, reports/codec-throughput.md), as much as encoding 60,000-200,000
+// elements. Workers are started when a call first needs them and wait for the next call; one call uses the
+// pool at a time, and a call that finds it in use (another thread encoding with the same codec) starts threads
+// of its own instead. A process forked from the one that made the pool (Python's multiprocessing, say) has
+// none of its workers and may hold its locks as they were at the fork: there the pool is never touched, every
+// call starts its own threads, and the pool's memory is left as it is.
+class WorkerPool {
+ public:
+  WorkerPool() = default;
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+  ~WorkerPool() {
+    if (::getpid() != owner_) {  // a forked child: no workers to join, and waiters recorded in the condition
+      (void)st_.release();       // variables that would make their destruction wait forever
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(st_->m);
+      st_->stop = true;
+    }
+    st_->wake.notify_all();
+    for (auto& t : st_->workers) t.join();
+  }
+
+  // Runs job(p) for every p in [1, parts) on the workers and job(0) on the calling thread, and returns when
+  // all have returned (job must not throw). Returns false, having run nothing, when another call holds the
+  // pool or the process is not the one that made it.
+  bool try_run(std::size_t parts, const std::function<void(std::size_t)>& job) {
+    if (::getpid() != owner_) return false;
+    State& st = *st_;
+    std::unique_lock<std::mutex> busy(st.busy, std::try_to_lock);
+    if (!busy.owns_lock()) return false;
+    {
+      std::lock_guard<std::mutex> lock(st.m);
+      while (st.workers.size() + 1 < parts) {
+        const std::size_t id = st.workers.size() + 1;
+        st.workers.emplace_back([&st, id, seen = st.generation] { work(st, id, seen); });
+      }
+      st.job = &job;
+      st.parts = parts;
+      st.pending = parts - 1;
+      ++st.generation;
+    }
+    st.wake.notify_all();
+    job(0);
+    std::unique_lock<std::mutex> lock(st.m);
+    st.done.wait(lock, [&st] { return st.pending == 0; });
+    st.job = nullptr;
+    return true;
+  }
+
+ private:
+  struct State {
+    std::mutex busy;  // held by the call that uses the pool
+    std::mutex m;     // guards what follows
+    std::condition_variable wake, done;
+    std::vector<std::thread> workers;  // worker i - 1 runs part i
+    const std::function<void(std::size_t)>* job = nullptr;
+    std::size_t parts = 0, pending = 0;
+    std::uint64_t generation = 0;  // calls so far
+    bool stop = false;
+  };
+
+  // Worker `id` runs part id of every call with more than id parts; `seen` is the last call it has looked at.
+  static void work(State& st, std::size_t id, std::uint64_t seen) {
+    std::unique_lock<std::mutex> lock(st.m);
+    for (;;) {
+      st.wake.wait(lock, [&] { return st.stop || st.generation != seen; });
+      if (st.stop) return;
+      seen = st.generation;
+      if (id >= st.parts) continue;
+      const std::function<void(std::size_t)>* job = st.job;
+      lock.unlock();
+      (*job)(id);
+      lock.lock();
+      if (--st.pending == 0) st.done.notify_one();
+    }
+  }
+
+  const pid_t owner_ = ::getpid();
+  std::unique_ptr<State> st_ = std::make_unique<State>();
+};
+
 // Splits [0, n) into at most `threads` contiguous ranges whose inner boundaries are multiples of
-// `align`, and runs fn(begin, end, part) on each (part 0 on the calling thread).
+// `align`, and runs fn(begin, end, part) on each: part 0 on the calling thread, the others on the pool's
+// workers (or on threads started for this call when the pool is in use or absent).
 template <typename Fn>
-void parallel_ranges(std::size_t n, std::size_t align, unsigned threads, std::size_t min_per_part, Fn fn) {
+void parallel_ranges(WorkerPool* pool, std::size_t n, std::size_t align, unsigned threads, std::size_t min_per_part,
+                     Fn fn) {
   std::size_t parts = std::max<std::size_t>(1, std::min<std::size_t>(threads, n / std::max<std::size_t>(1, min_per_part)));
   if (parts <= 1) {
     fn(std::size_t{0}, n, std::size_t{0});
@@ -149,22 +240,20 @@ void parallel_ranges(std::size_t n, std::size_t align, unsigned threads, std::si
   bounds[0] = 0;
   for (std::size_t p = 1; p < parts; ++p) bounds[p] = std::min(n, (units * p / parts) * align);
   std::vector<std::exception_ptr> errors(parts);
-  std::vector<std::thread> pool;
-  pool.reserve(parts - 1);
-  for (std::size_t p = 1; p < parts; ++p)
-    pool.emplace_back([&, p] {
-      try {
-        fn(bounds[p], bounds[p + 1], p);
-      } catch (...) {
-        errors[p] = std::current_exception();
-      }
-    });
-  try {
-    fn(bounds[0], bounds[1], 0);
-  } catch (...) {
-    errors[0] = std::current_exception();
+  const std::function<void(std::size_t)> job = [&](std::size_t p) {
+    try {
+      fn(bounds[p], bounds[p + 1], p);
+    } catch (...) {
+      errors[p] = std::current_exception();
+    }
+  };
+  if (!pool || !pool->try_run(parts, job)) {
+    std::vector<std::thread> own;
+    own.reserve(parts - 1);
+    for (std::size_t p = 1; p < parts; ++p) own.emplace_back(job, p);
+    job(0);
+    for (auto& t : own) t.join();
   }
-  for (auto& t : pool) t.join();
   for (auto& e : errors)  // the lowest range's error, so the message does not depend on timing
     if (e) std::rethrow_exception(e);
 }
@@ -265,7 +354,7 @@ class OptimizedCodec final : public Codec {
     std::size_t parts = std::max<std::size_t>(1, std::min<std::size_t>(threads_, g.size() / min_per_thread_));
     std::vector<float> maxima(parts, 0.0f);
     std::vector<std::size_t> bad(parts, cpu::kNoBadIndex);
-    parallel_ranges(g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t p) {
+    parallel_ranges(&pool_, g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t p) {
       maxima[p] = kernels_->max_abs(g.data(), b, e, &bad[p]);
     });
     for (std::size_t p = 0; p < parts; ++p)
@@ -284,7 +373,7 @@ class OptimizedCodec final : public Codec {
 
   void ternarize(std::span<const float> g, const ScalarRule& rule, const StreamKey& key,
                  std::span<std::int8_t> trits) const override {
-    parallel_ranges(g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t) {
+    parallel_ranges(&pool_, g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t) {
       backwards(b, e, [&](std::size_t cb, std::size_t ce) { kernels_->ternarize(g.data(), cb, ce, rule, key, trits.data()); });
     });
   }
@@ -294,7 +383,7 @@ class OptimizedCodec final : public Codec {
     auto kernel = packing == Packing::two_bit ? kernels_->encode_2bit : kernels_->encode_base3;
     if (packing == Packing::two_bit && kernels_->encode_2bit_stream && g.size() >= kStreamFrom)
       kernel = kernels_->encode_2bit_stream;
-    parallel_ranges(g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t) {
+    parallel_ranges(&pool_, g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t) {
       backwards(b, e, [&](std::size_t cb, std::size_t ce) { kernel(g.data(), cb, ce, rule, key, body.data()); });
     });
   }
@@ -350,7 +439,7 @@ class OptimizedCodec final : public Codec {
     };
     const float seed = strided_max(g, kSeedStride);
     std::vector<Part> res(parts);
-    parallel_ranges(n, kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t p) {
+    parallel_ranges(&pool_, n, kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t p) {
       Part& r = res[p];
       CandidateBuffer& buf = buffers[p];
       r.begin = b;
@@ -416,7 +505,7 @@ class OptimizedCodec final : public Codec {
     std::vector<float> maxima(parts, 0.0f);
     std::vector<std::size_t> bad(parts, cpu::kNoBadIndex);
     const float shift = g[0];
-    parallel_ranges(chunks, 1, threads_, per_part, [&](std::size_t c0, std::size_t c1, std::size_t p) {
+    parallel_ranges(&pool_, chunks, 1, threads_, per_part, [&](std::size_t c0, std::size_t c1, std::size_t p) {
       maxima[p] = kernels_->chunk_stats(g.data(), n, c0, c1, shift, t1.data() + c0, q1.data() + c0,
                                         q2.data() + c0, &bad[p]);
     });
@@ -456,7 +545,7 @@ class OptimizedCodec final : public Codec {
   double total(std::span<const float> g, bool square, double mean) const {
     std::size_t chunks = (g.size() + kReduceChunk - 1) / kReduceChunk;
     std::vector<double> totals(chunks);
-    parallel_ranges(chunks, 1, threads_, min_per_thread_ / kReduceChunk, [&](std::size_t c0, std::size_t c1, std::size_t) {
+    parallel_ranges(&pool_, chunks, 1, threads_, min_per_thread_ / kReduceChunk, [&](std::size_t c0, std::size_t c1, std::size_t) {
       kernels_->chunk_totals(g.data(), g.size(), c0, c1, square, mean, totals.data() + c0);
     });
     double sum = 0.0;
@@ -470,7 +559,7 @@ class OptimizedCodec final : public Codec {
     std::size_t per_byte = packing == Packing::two_bit ? 4 : 5;
     std::size_t parts = std::max<std::size_t>(1, std::min<std::size_t>(threads_, body.size() * per_byte / min_per_thread_));
     std::vector<std::size_t> bad(parts, cpu::kNoBadIndex);
-    parallel_ranges(body.size(), 1024, threads_, min_per_thread_ / per_byte, [&](std::size_t b0, std::size_t b1, std::size_t p) {
+    parallel_ranges(&pool_, body.size(), 1024, threads_, min_per_thread_ / per_byte, [&](std::size_t b0, std::size_t b1, std::size_t p) {
       bad[p] = kernel(b0, b1);
     });
     for (std::size_t j : bad)
@@ -483,6 +572,7 @@ class OptimizedCodec final : public Codec {
   std::size_t single_pass_from_;
   bool measure_path_;
   mutable PathChooser chooser_;
+  mutable WorkerPool pool_;
 };
 
 }  // namespace
