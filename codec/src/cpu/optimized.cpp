@@ -26,9 +26,11 @@ namespace tg {
 namespace {
 
 constexpr std::size_t kAlign = 5 * kReduceChunk;  // 10240: multiple of 4, 5, 8 and 2048
-// Elements per thread below which the codec does not start threads. Starting and joining one thread
-// costs ~28 us wall (BM_ThreadStartJoin, docs/performance.md); at ~1.2 ns per element a second thread
-// saves n/2 * 1.2 ns, so it pays from ~50k elements: 204800 per thread keeps a margin of ~4x.
+// Elements per thread below which the codec does not use threads. Chosen where starting and joining one
+// thread cost ~28 us wall (BM_ThreadStartJoin, docs/performance.md): at ~1.2 ns per element a second thread
+// saves n/2 * 1.2 ns, so it paid from ~50k elements, and 204800 per thread kept a margin of ~4x. The workers
+// are now kept between calls (WorkerPool), but waking an idle core still cost ~100 us on the VM of run 10,
+// where two threads beat one from 2^19-2^20 elements ("Threads" in docs/performance.md).
 constexpr std::size_t kMinPerThread = 20 * kAlign;
 // Tensors from this size on take the single-pass encode; smaller ones the two passes (max_abs, then
 // encode_2bit). The single pass reads g once but computes more (candidates guarded, a few stored and
