@@ -6,14 +6,14 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
-#include <condition_variable>
-#include <functional>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <ratio>
-#include <exception>
 #include <string>
 #include <thread>
 #include <vector>
@@ -228,9 +228,9 @@ class WorkerPool {
 
 // Splits [0, n) into at most `threads` contiguous ranges whose inner boundaries are multiples of
 // `align`, and runs fn(begin, end, part) on each: part 0 on the calling thread, the others on the pool's
-// workers (or on threads started for this call when the pool is in use or absent).
+// workers (or on threads started for this call when the pool is in use).
 template <typename Fn>
-void parallel_ranges(WorkerPool* pool, std::size_t n, std::size_t align, unsigned threads, std::size_t min_per_part,
+void parallel_ranges(WorkerPool& pool, std::size_t n, std::size_t align, unsigned threads, std::size_t min_per_part,
                      Fn fn) {
   std::size_t parts = std::max<std::size_t>(1, std::min<std::size_t>(threads, n / std::max<std::size_t>(1, min_per_part)));
   if (parts <= 1) {
@@ -249,7 +249,7 @@ void parallel_ranges(WorkerPool* pool, std::size_t n, std::size_t align, unsigne
       errors[p] = std::current_exception();
     }
   };
-  if (!pool || !pool->try_run(parts, job)) {
+  if (!pool.try_run(parts, job)) {
     std::vector<std::thread> own;
     own.reserve(parts - 1);
     for (std::size_t p = 1; p < parts; ++p) own.emplace_back(job, p);
@@ -356,7 +356,7 @@ class OptimizedCodec final : public Codec {
     std::size_t parts = std::max<std::size_t>(1, std::min<std::size_t>(threads_, g.size() / min_per_thread_));
     std::vector<float> maxima(parts, 0.0f);
     std::vector<std::size_t> bad(parts, cpu::kNoBadIndex);
-    parallel_ranges(&pool_, g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t p) {
+    parallel_ranges(pool_, g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t p) {
       maxima[p] = kernels_->max_abs(g.data(), b, e, &bad[p]);
     });
     for (std::size_t p = 0; p < parts; ++p)
@@ -375,7 +375,7 @@ class OptimizedCodec final : public Codec {
 
   void ternarize(std::span<const float> g, const ScalarRule& rule, const StreamKey& key,
                  std::span<std::int8_t> trits) const override {
-    parallel_ranges(&pool_, g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t) {
+    parallel_ranges(pool_, g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t) {
       backwards(b, e, [&](std::size_t cb, std::size_t ce) { kernels_->ternarize(g.data(), cb, ce, rule, key, trits.data()); });
     });
   }
@@ -385,7 +385,7 @@ class OptimizedCodec final : public Codec {
     auto kernel = packing == Packing::two_bit ? kernels_->encode_2bit : kernels_->encode_base3;
     if (packing == Packing::two_bit && kernels_->encode_2bit_stream && g.size() >= kStreamFrom)
       kernel = kernels_->encode_2bit_stream;
-    parallel_ranges(&pool_, g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t) {
+    parallel_ranges(pool_, g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t) {
       backwards(b, e, [&](std::size_t cb, std::size_t ce) { kernel(g.data(), cb, ce, rule, key, body.data()); });
     });
   }
@@ -441,7 +441,7 @@ class OptimizedCodec final : public Codec {
     };
     const float seed = strided_max(g, kSeedStride);
     std::vector<Part> res(parts);
-    parallel_ranges(&pool_, n, kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t p) {
+    parallel_ranges(pool_, n, kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t p) {
       Part& r = res[p];
       CandidateBuffer& buf = buffers[p];
       r.begin = b;
@@ -507,7 +507,7 @@ class OptimizedCodec final : public Codec {
     std::vector<float> maxima(parts, 0.0f);
     std::vector<std::size_t> bad(parts, cpu::kNoBadIndex);
     const float shift = g[0];
-    parallel_ranges(&pool_, chunks, 1, threads_, per_part, [&](std::size_t c0, std::size_t c1, std::size_t p) {
+    parallel_ranges(pool_, chunks, 1, threads_, per_part, [&](std::size_t c0, std::size_t c1, std::size_t p) {
       maxima[p] = kernels_->chunk_stats(g.data(), n, c0, c1, shift, t1.data() + c0, q1.data() + c0,
                                         q2.data() + c0, &bad[p]);
     });
@@ -547,7 +547,7 @@ class OptimizedCodec final : public Codec {
   double total(std::span<const float> g, bool square, double mean) const {
     std::size_t chunks = (g.size() + kReduceChunk - 1) / kReduceChunk;
     std::vector<double> totals(chunks);
-    parallel_ranges(&pool_, chunks, 1, threads_, min_per_thread_ / kReduceChunk, [&](std::size_t c0, std::size_t c1, std::size_t) {
+    parallel_ranges(pool_, chunks, 1, threads_, min_per_thread_ / kReduceChunk, [&](std::size_t c0, std::size_t c1, std::size_t) {
       kernels_->chunk_totals(g.data(), g.size(), c0, c1, square, mean, totals.data() + c0);
     });
     double sum = 0.0;
@@ -561,7 +561,7 @@ class OptimizedCodec final : public Codec {
     std::size_t per_byte = packing == Packing::two_bit ? 4 : 5;
     std::size_t parts = std::max<std::size_t>(1, std::min<std::size_t>(threads_, body.size() * per_byte / min_per_thread_));
     std::vector<std::size_t> bad(parts, cpu::kNoBadIndex);
-    parallel_ranges(&pool_, body.size(), 1024, threads_, min_per_thread_ / per_byte, [&](std::size_t b0, std::size_t b1, std::size_t p) {
+    parallel_ranges(pool_, body.size(), 1024, threads_, min_per_thread_ / per_byte, [&](std::size_t b0, std::size_t b1, std::size_t p) {
       bad[p] = kernel(b0, b1);
     });
     for (std::size_t j : bad)
