@@ -265,6 +265,57 @@ TEST(Codec, EncodeWithScalarReusesTensorStats) {
   expect_refused(g, other, st.scalar, "saturate for clip");
 }
 
+// encode_into and encode_with_scalar_into write every byte of the payload: a reused buffer full of other
+// bytes, of the same size (overwritten, not cleared), larger or smaller, gives what encode returns, for every
+// codec, packing and clipping mode, with threads, and on the single pass (a threshold of 0 sends every
+// unclipped 2bit tensor there). An encode that throws leaves the buffer empty.
+TEST(Codec, EncodeIntoWritesEveryByteOfAReusedBuffer) {
+  std::vector<tg::CodecEntry> codecs = tg::cpu_codecs(3);
+  for (const auto& set : tg::cpu::compiled_kernel_sets())
+    if (set.cpu_runs())
+      codecs.push_back({std::string(set.name) + " single pass, 2 threads",
+                        tg::cpu::make_optimized_codec_with(2, set.kernels(), 20480, 0)});
+  for (std::size_t n : {std::size_t{1}, std::size_t{17}, std::size_t{1029}, std::size_t{70001}}) {
+    auto g = tg::test::awkward(n, n + 5);
+    for (const auto& p : all_params()) {
+      tg::StreamKey key{31 + n, 2, 5, 8};
+      auto want = tg::encode(tg::reference_codec(), g, p, key);
+      tg::TensorStats st = tg::tensor_stats(tg::reference_codec(), g, p, key.tensor);
+      auto want_shared = tg::encode_with_scalar(tg::reference_codec(), g, p, key, 1.5f * st.scalar);
+      for (const auto& entry : codecs)
+        for (std::size_t have : {std::size_t{0}, want.size() / 2, want.size(), want.size() + 100}) {
+          std::vector<std::uint8_t> out(have, 0xA5), shared(have, 0x5A), shared_st(have, 0xFF);
+          tg::encode_into(*entry.codec, g, p, key, out);
+          tg::encode_with_scalar_into(*entry.codec, g, p, key, 1.5f * st.scalar, shared);
+          tg::encode_with_scalar_into(*entry.codec, g, p, key, 1.5f * st.scalar, st, shared_st);
+          const std::string what = entry.name + " n=" + std::to_string(n) + " clip=" + tg::to_string(p.clip) +
+                                   " packing=" + tg::to_string(p.packing) + " buffer=" + std::to_string(have);
+          ASSERT_EQ(out, want) << what;
+          ASSERT_EQ(shared, want_shared) << what;
+          ASSERT_EQ(shared_st, want_shared) << what;
+        }
+    }
+  }
+  // failures: a NaN near the end (the single pass meets it after writing most of the body), bad parameters
+  auto g = tg::test::gaussian(70001, 3);
+  g[69000] = std::nanf("");
+  tg::Params bad_c;
+  bad_c.clip = tg::ClipMode::clip;
+  bad_c.c = -1.0;
+  for (const auto& entry : codecs) {
+    std::vector<std::uint8_t> out(17532, 0xA5);
+    EXPECT_THROW(tg::encode_into(*entry.codec, g, {}, {}, out), tg::NonFiniteError) << entry.name;
+    EXPECT_TRUE(out.empty()) << entry.name;
+    out.assign(17532, 0xA5);
+    EXPECT_THROW(tg::encode_with_scalar_into(*entry.codec, g, {}, {}, 1.0f, out), tg::NonFiniteError) << entry.name;
+    EXPECT_TRUE(out.empty()) << entry.name;
+    out.assign(17532, 0xA5);
+    EXPECT_THROW(tg::encode_into(*entry.codec, std::span<const float>(g).first(1000), bad_c, {}, out), tg::Error)
+        << entry.name;
+    EXPECT_TRUE(out.empty()) << entry.name;
+  }
+}
+
 TEST(Codec, SharedScalarAndExactAggregation) {
   const int workers = 5;
   std::vector<std::vector<float>> grads;

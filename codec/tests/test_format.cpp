@@ -53,6 +53,34 @@ TEST(Crc32c, LongInputsMatchTheBitwiseDefinition) {
   EXPECT_EQ(tg::crc32c(zeros), bitwise(zeros, zeros.size()));
 }
 
+// crc32c_combine(crc(A), crc(B), |B|) == crc(A B) at split points around the zero-byte operators' powers of
+// two and the three-chain split, with empty parts; and every codec's checksum (the optimized codec's in parts
+// on its threads, from 1 MiB per thread) equals crc32c at sizes around its part boundaries.
+TEST(Crc32c, CombinedPartsEqualTheWholeAndEveryCodecsChecksum) {
+  std::mt19937 rng(11);
+  std::vector<std::uint8_t> b((std::size_t{3} << 20) + 4099);
+  for (auto& x : b) x = static_cast<std::uint8_t>(rng());
+  const std::span<const std::uint8_t> all(b);
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{9}, std::size_t{65537}, b.size()})
+    for (std::size_t a : {std::size_t{0}, std::size_t{1}, n / 3, n / 2 + 1, n > 0 ? n - 1 : 0, n}) {
+      if (a > n) continue;
+      const std::uint32_t whole = tg::crc32c(all.first(n));
+      EXPECT_EQ(tg::crc32c_combine(tg::crc32c(all.first(a)), tg::crc32c(all.subspan(a, n - a)), n - a), whole)
+          << "n=" << n << " split=" << a;
+      const std::size_t c = a + (n - a) / 2;  // three parts, combined left to right
+      EXPECT_EQ(tg::crc32c_combine(tg::crc32c_combine(tg::crc32c(all.first(a)), tg::crc32c(all.subspan(a, c - a)), c - a),
+                                   tg::crc32c(all.subspan(c, n - c)), n - c),
+                whole)
+          << "n=" << n << " splits=" << a << "," << c;
+    }
+  std::vector<tg::CodecEntry> codecs = tg::cpu_codecs(2);
+  for (unsigned t : {3u, 4u, 8u}) codecs.push_back({"optimized, " + std::to_string(t) + " threads", tg::make_optimized_codec(t)});
+  const std::size_t mib = std::size_t{1} << 20;
+  for (const auto& entry : codecs)
+    for (std::size_t n : {std::size_t{0}, std::size_t{5}, 2 * mib - 1, 2 * mib, 2 * mib + 1, 3 * mib + 7, b.size()})
+      EXPECT_EQ(entry.codec->checksum(all.first(n)), tg::crc32c(all.first(n))) << entry.name << " n=" << n;
+}
+
 TEST(Golden, EveryImplementationReproducesThePythonPayloads) {
   auto cases = tg::test::read_golden();
   ASSERT_GE(cases.size(), 8u);

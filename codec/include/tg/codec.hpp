@@ -78,6 +78,9 @@ class Codec {
   /// (the CUDA codec uploads it) overrides it to move g once instead of once per call.
   virtual ScalarRule encode_tensor(std::span<const float> g, const Params& params, const StreamKey& key,
                                    const float* shared_scalar, std::span<std::uint8_t> body) const;
+  /// crc32c(bytes) (tg/format.hpp), the payload's body checksum; tg::encode and tg::encode_with_scalar
+  /// call it once per tensor. The optimized codec computes large bodies in parts on its threads.
+  virtual std::uint32_t checksum(std::span<const std::uint8_t> bytes) const;
   /// Unpacks a ternary body into trits, rejecting invalid codes (tg::Error invalid_code).
   virtual void unpack(Packing packing, std::span<const std::uint8_t> body,
                       std::span<std::int8_t> trits) const = 0;
@@ -173,6 +176,19 @@ std::vector<std::uint8_t> encode_with_scalar(const Codec& codec, std::span<const
 std::vector<std::uint8_t> encode_with_scalar(const Codec& codec, std::span<const float> g,
                                              const Params& params, const StreamKey& key,
                                              float scalar, const TensorStats& own);
+
+/// The same payloads written into `out`, reusing its storage: out.size() becomes the payload's size. A buffer
+/// that already has that size (the same tensor shape as its last payload) is overwritten without being
+/// cleared or reallocated first, which saves a training loop that keeps one buffer per tensor ~4% of the
+/// encode of a 2^24-element tensor on two threads (docs/performance.md, "Threads"). Throws what the
+/// function without `_into` throws, before or after writing; `out` is then left empty, never half-written.
+void encode_into(const Codec& codec, std::span<const float> g, const Params& params, const StreamKey& key,
+                 std::vector<std::uint8_t>& out);
+void encode_with_scalar_into(const Codec& codec, std::span<const float> g, const Params& params,
+                             const StreamKey& key, float scalar, std::vector<std::uint8_t>& out);
+void encode_with_scalar_into(const Codec& codec, std::span<const float> g, const Params& params,
+                             const StreamKey& key, float scalar, const TensorStats& own,
+                             std::vector<std::uint8_t>& out);
 
 /// Layer-wise encode: tensor i gets its own scalar and tensor id key.tensor + i.
 std::vector<std::vector<std::uint8_t>> encode_layers(const Codec& codec,

@@ -55,5 +55,8 @@ Header parse_header(std::span<const std::uint8_t> payload);
 
 /// CRC32C (Castagnoli, reflected, init and final xor 0xffffffff); "123456789" -> 0xe3069283.
 std::uint32_t crc32c(std::span<const std::uint8_t> bytes);
+/// crc32c of A followed by B from crc32c(A), crc32c(B) and |B| (as zlib's crc32_combine): the CRC of a
+/// buffer computed in parts, on several threads.
+std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b);
 
 }  // namespace tg

@@ -114,28 +114,30 @@ float ternarize(const Codec& codec, std::span<const float> g, const Params& para
 }
 
 namespace {
-std::vector<std::uint8_t> encode_float(std::span<const float> g, std::uint32_t tensor) {
-  std::vector<std::uint8_t> out(kHeaderBytes + 4 * g.size());
+// Sizes `out` for a payload of `bytes` bytes: a buffer of that size already is overwritten, not cleared.
+std::span<std::uint8_t> size_payload(std::vector<std::uint8_t>& out, std::uint64_t bytes) {
+  out.resize(static_cast<std::size_t>(bytes));
+  return {out.data() + kHeaderBytes, out.size() - kHeaderBytes};
+}
+
+void encode_float(std::span<const float> g, std::uint32_t tensor, std::vector<std::uint8_t>& out) {
+  std::span<std::uint8_t> body = size_payload(out, kHeaderBytes + 4 * std::uint64_t{g.size()});
   for (std::size_t k = 0; k < g.size(); ++k) {
     std::uint32_t bits;
     std::memcpy(&bits, &g[k], 4);
-    for (int b = 0; b < 4; ++b) out[kHeaderBytes + 4 * k + b] = static_cast<std::uint8_t>(bits >> (8 * b));
+    for (int b = 0; b < 4; ++b) body[4 * k + b] = static_cast<std::uint8_t>(bits >> (8 * b));
   }
-  Header h{Packing::float32, g.size(), 0.0f, tensor, crc32c({out.data() + kHeaderBytes, 4 * g.size()})};
+  Header h{Packing::float32, g.size(), 0.0f, tensor, crc32c(body)};
   write_header(h, out);
-  return out;
 }
 
 // Header + body of one ternary tensor through the codec's one per-tensor call.
-std::vector<std::uint8_t> encode_ternary(const Codec& codec, std::span<const float> g, const Params& params,
-                                         const StreamKey& key, const float* shared_scalar) {
-  std::uint64_t nbody = body_bytes(params.packing, g.size());
-  std::vector<std::uint8_t> out(kHeaderBytes + nbody);
-  std::span<std::uint8_t> body(out.data() + kHeaderBytes, nbody);
+void encode_ternary(const Codec& codec, std::span<const float> g, const Params& params, const StreamKey& key,
+                    const float* shared_scalar, std::vector<std::uint8_t>& out) {
+  std::span<std::uint8_t> body = size_payload(out, kHeaderBytes + body_bytes(params.packing, g.size()));
   ScalarRule rule = codec.encode_tensor(g, params, key, shared_scalar, body);
-  Header h{params.packing, g.size(), rule.scalar, key.tensor, crc32c(body)};
+  Header h{params.packing, g.size(), rule.scalar, key.tensor, codec.checksum(body)};
   write_header(h, out);
-  return out;
 }
 
 bool travels_as_float(const Params& params, std::size_t n) { return n < params.float_below; }
@@ -145,56 +147,98 @@ void check_shared_scalar(float scalar) {
     throw Error(ErrorCode::invalid_argument,
                 "shared scalar " + std::to_string(scalar) + " is not a finite nonnegative number");
 }
+
+// Runs an encode into `out`; on any error `out` is left empty, so no half-written payload survives.
+template <typename Fn>
+void into(std::vector<std::uint8_t>& out, Fn fn) {
+  try {
+    fn();
+  } catch (...) {
+    out.clear();
+    throw;
+  }
+}
+
+template <typename Fn>
+std::vector<std::uint8_t> fresh(Fn fn) {
+  std::vector<std::uint8_t> out;
+  fn(out);
+  return out;
+}
 }  // namespace
+
+void encode_into(const Codec& codec, std::span<const float> g, const Params& params, const StreamKey& key,
+                 std::vector<std::uint8_t>& out) {
+  into(out, [&] {
+    validate(params);
+    check_size(g.size());
+    if (travels_as_float(params, g.size())) {
+      codec.max_abs(g, key.tensor);  // same finiteness rule for float tensors
+      encode_float(g, key.tensor, out);
+      return;
+    }
+    encode_ternary(codec, g, params, key, nullptr, out);
+  });
+}
+
+void encode_with_scalar_into(const Codec& codec, std::span<const float> g, const Params& params,
+                             const StreamKey& key, float scalar, std::vector<std::uint8_t>& out) {
+  into(out, [&] {
+    validate(params);
+    check_shared_scalar(scalar);
+    check_size(g.size());
+    if (travels_as_float(params, g.size())) {
+      codec.max_abs(g, key.tensor);
+      encode_float(g, key.tensor, out);
+      return;
+    }
+    encode_ternary(codec, g, params, key, &scalar, out);
+  });
+}
+
+void encode_with_scalar_into(const Codec& codec, std::span<const float> g, const Params& params,
+                             const StreamKey& key, float scalar, const TensorStats& own,
+                             std::vector<std::uint8_t>& out) {
+  into(out, [&] {
+    validate(params);
+    check_shared_scalar(scalar);
+    check_size(g.size());
+    if (own.count != g.size() || own.clip != params.clip || (params.clip != ClipMode::none && own.c != params.c))
+      throw Error(ErrorCode::invalid_argument,
+                  "tensor statistics of " + std::to_string(own.count) + " elements (clip " + to_string(own.clip) +
+                      ", c " + std::to_string(own.c) + ") do not describe this tensor of " +
+                      std::to_string(g.size()) + " elements (clip " + to_string(params.clip) + ", c " +
+                      std::to_string(params.c) + "): compute them with tensor_stats on the same tensor and parameters");
+    if (travels_as_float(params, g.size())) {  // finite: tensor_stats checked
+      encode_float(g, key.tensor, out);
+      return;
+    }
+    // The rule of Codec::encode_tensor with a shared scalar: the given scalar, this worker's own bound.
+    std::span<std::uint8_t> body = size_payload(out, kHeaderBytes + body_bytes(params.packing, g.size()));
+    ScalarRule rule = make_rule(scalar, own.bound);
+    codec.encode_body(g, rule, key, params.packing, body);
+    Header h{params.packing, g.size(), rule.scalar, key.tensor, codec.checksum(body)};
+    write_header(h, out);
+  });
+}
 
 std::vector<std::uint8_t> encode(const Codec& codec, std::span<const float> g, const Params& params,
                                  const StreamKey& key) {
-  validate(params);
-  if (travels_as_float(params, g.size())) {
-    check_size(g.size());
-    codec.max_abs(g, key.tensor);  // same finiteness rule for float tensors
-    return encode_float(g, key.tensor);
-  }
-  check_size(g.size());
-  return encode_ternary(codec, g, params, key, nullptr);
+  return fresh([&](std::vector<std::uint8_t>& out) { encode_into(codec, g, params, key, out); });
 }
 
-std::vector<std::uint8_t> encode_with_scalar(const Codec& codec, std::span<const float> g,
-                                             const Params& params, const StreamKey& key,
-                                             float scalar) {
-  validate(params);
-  check_shared_scalar(scalar);
-  check_size(g.size());
-  if (travels_as_float(params, g.size())) {
-    codec.max_abs(g, key.tensor);
-    return encode_float(g, key.tensor);
-  }
-  return encode_ternary(codec, g, params, key, &scalar);
+std::vector<std::uint8_t> encode_with_scalar(const Codec& codec, std::span<const float> g, const Params& params,
+                                             const StreamKey& key, float scalar) {
+  return fresh([&](std::vector<std::uint8_t>& out) { encode_with_scalar_into(codec, g, params, key, scalar, out); });
 }
 
-std::vector<std::uint8_t> encode_with_scalar(const Codec& codec, std::span<const float> g,
-                                             const Params& params, const StreamKey& key,
-                                             float scalar, const TensorStats& own) {
-  validate(params);
-  check_shared_scalar(scalar);
-  check_size(g.size());
-  if (own.count != g.size() || own.clip != params.clip || (params.clip != ClipMode::none && own.c != params.c))
-    throw Error(ErrorCode::invalid_argument,
-                "tensor statistics of " + std::to_string(own.count) + " elements (clip " + to_string(own.clip) +
-                    ", c " + std::to_string(own.c) + ") do not describe this tensor of " + std::to_string(g.size()) +
-                    " elements (clip " + to_string(params.clip) + ", c " + std::to_string(params.c) +
-                    "): compute them with tensor_stats on the same tensor and parameters");
-  if (travels_as_float(params, g.size())) return encode_float(g, key.tensor);  // finite: tensor_stats checked
-  // The rule of Codec::encode_tensor with a shared scalar: the given scalar, this worker's own bound.
-  std::uint64_t nbody = body_bytes(params.packing, g.size());
-  std::vector<std::uint8_t> out(kHeaderBytes + nbody);
-  std::span<std::uint8_t> body(out.data() + kHeaderBytes, nbody);
-  ScalarRule rule = make_rule(scalar, own.bound);
-  codec.encode_body(g, rule, key, params.packing, body);
-  Header h{params.packing, g.size(), rule.scalar, key.tensor, crc32c(body)};
-  write_header(h, out);
-  return out;
+std::vector<std::uint8_t> encode_with_scalar(const Codec& codec, std::span<const float> g, const Params& params,
+                                             const StreamKey& key, float scalar, const TensorStats& own) {
+  return fresh(
+      [&](std::vector<std::uint8_t>& out) { encode_with_scalar_into(codec, g, params, key, scalar, own, out); });
 }
+
+std::uint32_t Codec::checksum(std::span<const std::uint8_t> bytes) const { return crc32c(bytes); }
 
 ScalarRule Codec::encode_tensor(std::span<const float> g, const Params& params, const StreamKey& key,
                                 const float* shared_scalar, std::span<std::uint8_t> body) const {
