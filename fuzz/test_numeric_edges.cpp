@@ -346,4 +346,31 @@ TEST(Threads, ConcurrentCallersOfOneCodec) {
   for (std::uint32_t t = 0; t < 3; ++t) EXPECT_EQ(wrong[t], 0) << "caller " << t;
 }
 
+// Tensors between the two thread thresholds (OptimizedCodec::parts_for: 2 or 3 parts from 51,200 elements
+// while the workers poll, from 409,600 while they sleep) wake the workers without waiting for them; with
+// three callers of one codec the wake-ups race with the calls that hold the workers and with larger tensors.
+// Each caller gets the reference's bytes (also run under ThreadSanitizer: scripts/memcheck.sh tsan).
+TEST(Threads, WakeUpsRaceWithCallsOfOneCodec) {
+  auto codec = tg::make_optimized_codec(3);
+  const std::vector<std::size_t> sizes = {100003, 60000, 450001};
+  std::vector<std::vector<float>> g;
+  std::vector<std::vector<std::uint8_t>> want;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    g.push_back(tg::rel::gaussian(sizes[i], static_cast<unsigned>(i + 30)));
+    want.push_back(tg::encode(tg::reference_codec(), g[i], {}, {4, 0, static_cast<std::uint32_t>(i), 0}));
+  }
+  std::vector<int> wrong(3, 0);
+  std::vector<std::thread> callers;
+  for (std::size_t t = 0; t < 3; ++t)
+    callers.emplace_back([&, t] {
+      for (int r = 0; r < 6; ++r) {
+        const std::size_t i = (t + static_cast<std::size_t>(r)) % sizes.size();
+        wrong[t] += tg::encode(*codec, g[i], {}, {4, 0, static_cast<std::uint32_t>(i), 0}) != want[i];
+      }
+    });
+  for (auto& c : callers) c.join();
+  for (std::size_t t = 0; t < 3; ++t) EXPECT_EQ(wrong[t], 0) << "caller " << t;
+  for (int r = 0; r < 20; ++r) EXPECT_EQ(tg::encode(*codec, g[0], {}, {4, 0, 0, 0}), want[0]) << "alone, call " << r;
+}
+
 }  // namespace

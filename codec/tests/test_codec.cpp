@@ -3,6 +3,7 @@
 // shared scalars, layer-wise encoding, aggregation, and a loose Monte-Carlo smoke test.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -92,6 +93,28 @@ TEST(CrossImplementation, ForkedChildEncodesWithoutTheParentsWorkers) {
     EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0) << set.name << ": the child's bytes differ";
     EXPECT_EQ(tg::encode(*codec, g, {}, key), want) << set.name;  // and the parent's workers still serve
   }
+}
+
+// A tensor between the two thread thresholds (2 parts from 409,600 elements while the workers sleep, from
+// 51,200 while they poll after a call) runs on the calling thread until the workers it woke poll, then in two
+// parts: the same bytes either way, for every packing and clipping mode. The loop ends once three calls took
+// the polling threshold (or after 20 s, which fails: the workers never polled in time).
+TEST(CrossImplementation, CallsBetweenTheThreadThresholdsGiveTheSameBytes) {
+  auto codec = tg::make_optimized_codec(2);
+  ASSERT_EQ(tg::cpu::default_min_per_thread(), 204800u) << "the sizes below assume this threshold";
+  auto g = tg::test::awkward(100003, 5);
+  std::vector<std::vector<std::uint8_t>> want;
+  const auto params = all_params();
+  tg::StreamKey key{5, 1, 2, 3};
+  for (const auto& p : params) want.push_back(tg::encode(tg::reference_codec(), g, p, key));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::size_t calls = 0;
+  while (tg::cpu::polled_parallel_calls(*codec) < 3 && std::chrono::steady_clock::now() < deadline) {
+    const std::size_t i = calls++ % params.size();
+    ASSERT_EQ(tg::encode(*codec, g, params[i], key), want[i]) << "call " << calls;
+  }
+  EXPECT_GE(tg::cpu::polled_parallel_calls(*codec), 3u) << "after " << calls << " calls";
+  EXPECT_EQ(tg::cpu::polled_parallel_calls(tg::reference_codec()), 0u);
 }
 
 TEST(CrossImplementation, MomentsAreBitIdentical) {

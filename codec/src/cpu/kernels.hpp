@@ -128,6 +128,9 @@ std::unique_ptr<Codec> make_optimized_codec_with(unsigned threads, const Kernels
                                                  std::size_t single_pass_from, bool measure_path = false);
 // The path an optimized codec's measured choice settled on: "single pass", "two passes" or "measuring".
 const char* chosen_path(const Codec& codec);
+// How many of an optimized codec's parallel calls ran in more parts than its per-thread threshold allows
+// because its workers were polling (OptimizedCodec::parts_for); 0 for other codecs.
+std::size_t polled_parallel_calls(const Codec& codec);
 std::size_t default_min_per_thread();
 std::size_t default_single_pass_from();
 

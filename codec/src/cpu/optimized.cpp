@@ -58,6 +58,10 @@ constexpr std::size_t kStreamFrom = std::size_t{1} << 24;
 // How long a pool thread polls for the next call (or the caller for its workers) before it sleeps; see
 // WorkerPool::spin_until.
 constexpr std::chrono::microseconds kSpin{50};
+// The share of kMinPerThread (and of the other per-thread thresholds) a thread needs while the pool's workers
+// poll (OptimizedCodec::parts_for): measured on the VM of run 10 with the workers polling, two threads beat one
+// from 2^14 elements (8 against 10.5 us), so 25,600 per thread keeps a margin; asleep, from ~2^21.
+constexpr std::size_t kWarmShare = 8;
 // Bytes per thread below which a checksum runs on one thread: CRC32C runs at ~25 GB/s per core here
 // (crc32 instructions in three chains), so 1 MiB takes ~40 us.
 constexpr std::size_t kCrcPerThread = std::size_t{1} << 20;
@@ -173,6 +177,35 @@ class WorkerPool {
     for (auto& t : st_->workers) t.join();
   }
 
+  // Whether at least `workers` workers are polling for the next call now (WorkerPool::spin_until), so that a
+  // call made at once finds them without waking a sleeping core.
+  bool awake(std::size_t workers) const {
+    return ::getpid() == owner_ && st_->spinning.load(std::memory_order_relaxed) >= workers;
+  }
+
+  // Wakes (starting them if needed) `workers` workers without giving them anything to run, so that they poll
+  // for the calls that follow; returns at once. Does nothing while a wake-up is on its way or a call holds the
+  // pool.
+  void wake_up(std::size_t workers) {
+    if (::getpid() != owner_) return;
+    State& st = *st_;
+    if (st.waking.exchange(true, std::memory_order_relaxed)) return;
+    std::unique_lock<std::mutex> busy(st.busy, std::try_to_lock);
+    if (!busy.owns_lock()) {
+      st.waking.store(false, std::memory_order_relaxed);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(st.m);
+      start_workers(st, workers + 1);
+      st.job = nullptr;
+      st.parts = 0;  // nothing to run: every worker goes back to polling
+      st.pending = 0;
+      ++st.generation;
+    }
+    st.wake.notify_all();
+  }
+
   // Runs job(p) for every p in [1, parts) on the workers and job(0) on the calling thread, and returns when
   // all have returned (job must not throw). Returns false, having run nothing, when another call holds the
   // pool or the process is not the one that made it.
@@ -183,10 +216,7 @@ class WorkerPool {
     if (!busy.owns_lock()) return false;
     {
       std::lock_guard<std::mutex> lock(st.m);
-      while (st.workers.size() + 1 < parts) {
-        const std::size_t id = st.workers.size() + 1;
-        st.workers.emplace_back([&st, id, seen = st.generation.load()] { work(st, id, seen); });
-      }
+      start_workers(st, parts);
       st.job = &job;
       st.parts = parts;
       st.pending = parts - 1;
@@ -213,7 +243,17 @@ class WorkerPool {
     std::atomic<std::size_t> pending{0};
     std::atomic<std::uint64_t> generation{0};  // calls so far
     std::atomic<bool> stop{false};
+    std::atomic<std::size_t> spinning{0};  // workers polling (awake)
+    std::atomic<bool> waking{false};       // a wake_up not yet answered by a polling worker
   };
+
+  // Workers for calls of up to `parts` parts (the caller runs part 0); st.m held.
+  static void start_workers(State& st, std::size_t parts) {
+    while (st.workers.size() + 1 < parts) {
+      const std::size_t id = st.workers.size() + 1;
+      st.workers.emplace_back([&st, id, seen = st.generation.load()] { work(st, id, seen); });
+    }
+  }
 
   // Polls ready() for up to kSpin before the caller blocks on a condition variable: a worker that went to
   // sleep costs ~100 us to wake on the project's VMs (a halted vCPU), while the passes of one encode, and the
@@ -236,7 +276,10 @@ class WorkerPool {
     for (;;) {
       if (!st.stop && st.generation == seen) {  // nothing new: poll a while before sleeping
         lock.unlock();
+        st.spinning.fetch_add(1, std::memory_order_relaxed);
+        st.waking.store(false, std::memory_order_relaxed);
         spin_until([&] { return st.stop.load(std::memory_order_relaxed) || st.generation.load(std::memory_order_relaxed) != seen; });
+        st.spinning.fetch_sub(1, std::memory_order_relaxed);
         lock.lock();
       }
       st.wake.wait(lock, [&] { return st.stop || st.generation != seen; });
@@ -255,13 +298,11 @@ class WorkerPool {
   std::unique_ptr<State> st_ = std::make_unique<State>();
 };
 
-// Splits [0, n) into at most `threads` contiguous ranges whose inner boundaries are multiples of
+// Splits [0, n) into `parts` contiguous ranges (OptimizedCodec::parts_for) whose inner boundaries are multiples of
 // `align`, and runs fn(begin, end, part) on each: part 0 on the calling thread, the others on the pool's
 // workers (or on threads started for this call when the pool is in use).
 template <typename Fn>
-void parallel_ranges(WorkerPool& pool, std::size_t n, std::size_t align, unsigned threads, std::size_t min_per_part,
-                     Fn fn) {
-  std::size_t parts = std::max<std::size_t>(1, std::min<std::size_t>(threads, n / std::max<std::size_t>(1, min_per_part)));
+void parallel_ranges(WorkerPool& pool, std::size_t n, std::size_t align, std::size_t parts, Fn fn) {
   if (parts <= 1) {
     fn(std::size_t{0}, n, std::size_t{0});
     return;
@@ -382,10 +423,10 @@ class OptimizedCodec final : public Codec {
   }
 
   float max_abs(std::span<const float> g, std::uint32_t tensor) const override {
-    std::size_t parts = std::max<std::size_t>(1, std::min<std::size_t>(threads_, g.size() / min_per_thread_));
+    const std::size_t parts = parts_for(g.size(), min_per_thread_);
     std::vector<float> maxima(parts, 0.0f);
     std::vector<std::size_t> bad(parts, cpu::kNoBadIndex);
-    parallel_ranges(pool_, g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t p) {
+    parallel_ranges(pool_, g.size(), kAlign, parts, [&](std::size_t b, std::size_t e, std::size_t p) {
       maxima[p] = kernels_->max_abs(g.data(), b, e, &bad[p]);
     });
     for (std::size_t p = 0; p < parts; ++p)
@@ -404,7 +445,7 @@ class OptimizedCodec final : public Codec {
 
   void ternarize(std::span<const float> g, const ScalarRule& rule, const StreamKey& key,
                  std::span<std::int8_t> trits) const override {
-    parallel_ranges(pool_, g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t) {
+    parallel_ranges(pool_, g.size(), kAlign, parts_for(g.size(), min_per_thread_), [&](std::size_t b, std::size_t e, std::size_t) {
       backwards(b, e, [&](std::size_t cb, std::size_t ce) { kernels_->ternarize(g.data(), cb, ce, rule, key, trits.data()); });
     });
   }
@@ -414,7 +455,7 @@ class OptimizedCodec final : public Codec {
     auto kernel = packing == Packing::two_bit ? kernels_->encode_2bit : kernels_->encode_base3;
     if (packing == Packing::two_bit && kernels_->encode_2bit_stream && g.size() >= kStreamFrom)
       kernel = kernels_->encode_2bit_stream;
-    parallel_ranges(pool_, g.size(), kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t) {
+    parallel_ranges(pool_, g.size(), kAlign, parts_for(g.size(), min_per_thread_), [&](std::size_t b, std::size_t e, std::size_t) {
       backwards(b, e, [&](std::size_t cb, std::size_t ce) { kernel(g.data(), cb, ce, rule, key, body.data()); });
     });
   }
@@ -441,7 +482,7 @@ class OptimizedCodec final : public Codec {
     if (parts <= 1) return crc32c(bytes);
     std::vector<std::uint32_t> crc(parts);
     std::vector<std::size_t> len(parts);
-    parallel_ranges(pool_, bytes.size(), 64, threads_, kCrcPerThread, [&](std::size_t b, std::size_t e, std::size_t p) {
+    parallel_ranges(pool_, bytes.size(), 64, parts, [&](std::size_t b, std::size_t e, std::size_t p) {
       crc[p] = crc32c(bytes.subspan(b, e - b));
       len[p] = e - b;
     });
@@ -451,8 +492,24 @@ class OptimizedCodec final : public Codec {
   }
 
  private:
+  // The parts of a parallel call over `units` (elements, chunks or bytes) of which a thread should have at
+  // least min_per_part. The threshold is for a sleeping pool, whose first call pays the wake-up of an idle core
+  // (~190 us wall on the VM of run 10); while the workers poll after a call (kSpin), 1/kWarmShare of it is
+  // enough. A call between the two thresholds that finds them asleep runs on the calling thread and wakes
+  // them for the calls that follow (the tensors of one step come one after another). The parts never change
+  // the bytes, only the time.
   std::size_t parts_for(std::size_t units, std::size_t min_per_part) const {
-    return std::max<std::size_t>(1, std::min<std::size_t>(threads_, units / std::max<std::size_t>(1, min_per_part)));
+    min_per_part = std::max<std::size_t>(1, min_per_part);
+    const std::size_t cold = std::max<std::size_t>(1, std::min<std::size_t>(threads_, units / min_per_part));
+    const std::size_t warm_min = std::max<std::size_t>(1, min_per_part / kWarmShare);
+    const std::size_t warm = std::max<std::size_t>(1, std::min<std::size_t>(threads_, units / warm_min));
+    if (warm <= cold) return cold;
+    if (pool_.awake(warm - 1)) {
+      polled_calls_.fetch_add(1, std::memory_order_relaxed);
+      return warm;
+    }
+    if (cold <= 1) pool_.wake_up(warm - 1);
+    return cold;
   }
 
   // Single-pass 2bit encode with the tensor's own scalar s = max |g| and no clipping. The running
@@ -485,7 +542,7 @@ class OptimizedCodec final : public Codec {
     };
     const float seed = strided_max(g, kSeedStride);
     std::vector<Part> res(parts);
-    parallel_ranges(pool_, n, kAlign, threads_, min_per_thread_, [&](std::size_t b, std::size_t e, std::size_t p) {
+    parallel_ranges(pool_, n, kAlign, parts, [&](std::size_t b, std::size_t e, std::size_t p) {
       Part& r = res[p];
       CandidateBuffer& buf = buffers[p];
       r.begin = b;
@@ -551,7 +608,7 @@ class OptimizedCodec final : public Codec {
     std::vector<float> maxima(parts, 0.0f);
     std::vector<std::size_t> bad(parts, cpu::kNoBadIndex);
     const float shift = g[0];
-    parallel_ranges(pool_, chunks, 1, threads_, per_part, [&](std::size_t c0, std::size_t c1, std::size_t p) {
+    parallel_ranges(pool_, chunks, 1, parts, [&](std::size_t c0, std::size_t c1, std::size_t p) {
       maxima[p] = kernels_->chunk_stats(g.data(), n, c0, c1, shift, t1.data() + c0, q1.data() + c0,
                                         q2.data() + c0, &bad[p]);
     });
@@ -591,7 +648,7 @@ class OptimizedCodec final : public Codec {
   double total(std::span<const float> g, bool square, double mean) const {
     std::size_t chunks = (g.size() + kReduceChunk - 1) / kReduceChunk;
     std::vector<double> totals(chunks);
-    parallel_ranges(pool_, chunks, 1, threads_, min_per_thread_ / kReduceChunk, [&](std::size_t c0, std::size_t c1, std::size_t) {
+    parallel_ranges(pool_, chunks, 1, parts_for(chunks, min_per_thread_ / kReduceChunk), [&](std::size_t c0, std::size_t c1, std::size_t) {
       kernels_->chunk_totals(g.data(), g.size(), c0, c1, square, mean, totals.data() + c0);
     });
     double sum = 0.0;
@@ -603,9 +660,9 @@ class OptimizedCodec final : public Codec {
   template <typename Kernel>
   void run_bytes(Packing packing, std::span<const std::uint8_t> body, Kernel kernel) const {
     std::size_t per_byte = packing == Packing::two_bit ? 4 : 5;
-    std::size_t parts = std::max<std::size_t>(1, std::min<std::size_t>(threads_, body.size() * per_byte / min_per_thread_));
+    const std::size_t parts = parts_for(body.size(), min_per_thread_ / per_byte);
     std::vector<std::size_t> bad(parts, cpu::kNoBadIndex);
-    parallel_ranges(pool_, body.size(), 1024, threads_, min_per_thread_ / per_byte, [&](std::size_t b0, std::size_t b1, std::size_t p) {
+    parallel_ranges(pool_, body.size(), 1024, parts, [&](std::size_t b0, std::size_t b1, std::size_t p) {
       bad[p] = kernel(b0, b1);
     });
     for (std::size_t j : bad)
@@ -619,6 +676,10 @@ class OptimizedCodec final : public Codec {
   bool measure_path_;
   mutable PathChooser chooser_;
   mutable WorkerPool pool_;
+  mutable std::atomic<std::size_t> polled_calls_{0};  // parallel calls that only the polling threshold allowed
+
+ public:
+  std::size_t polled_calls() const { return polled_calls_.load(std::memory_order_relaxed); }
 };
 
 }  // namespace
@@ -687,6 +748,10 @@ std::unique_ptr<Codec> make_optimized_codec_with(unsigned threads, const Kernels
 const char* chosen_path(const Codec& codec) {
   const auto* c = dynamic_cast<const OptimizedCodec*>(&codec);
   return c ? c->chosen_path() : "not the optimized codec";
+}
+std::size_t polled_parallel_calls(const Codec& codec) {
+  const auto* c = dynamic_cast<const OptimizedCodec*>(&codec);
+  return c ? c->polled_calls() : 0;
 }
 std::size_t default_min_per_thread() { return kMinPerThread; }
 std::size_t default_single_pass_from() { return kSinglePassFrom; }
