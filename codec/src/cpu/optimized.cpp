@@ -256,7 +256,7 @@ class WorkerPool {
   }
 
   // Polls ready() for up to kSpin before the caller blocks on a condition variable: a worker that went to
-  // sleep costs ~100 us to wake on the project's VMs (a halted vCPU), while the passes of one encode, and the
+  // sleep costs 100-200 us to wake on the project's VMs (a halted vCPU), while the passes of one encode, and the
   // encodes of consecutive tensors, follow each other within microseconds. ready() only says whether
   // blocking is worth it; what it reports is read again under the lock.
   template <typename Ready>
