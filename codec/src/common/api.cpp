@@ -131,12 +131,13 @@ void encode_float(std::span<const float> g, std::uint32_t tensor, std::vector<st
   write_header(h, out);
 }
 
-// Header + body of one ternary tensor through the codec's one per-tensor call.
-void encode_ternary(const Codec& codec, std::span<const float> g, const Params& params, const StreamKey& key,
-                    const float* shared_scalar, std::vector<std::uint8_t>& out) {
-  std::span<std::uint8_t> body = size_payload(out, kHeaderBytes + body_bytes(params.packing, g.size()));
-  ScalarRule rule = codec.encode_tensor(g, params, key, shared_scalar, body);
-  Header h{params.packing, g.size(), rule.scalar, key.tensor, codec.checksum(body)};
+// Header + body of one ternary tensor: write_body(body) writes the body and returns its rule.
+template <typename WriteBody>
+void encode_ternary(const Codec& codec, std::size_t n, const Params& params, std::uint32_t tensor,
+                    std::vector<std::uint8_t>& out, WriteBody write_body) {
+  std::span<std::uint8_t> body = size_payload(out, kHeaderBytes + body_bytes(params.packing, n));
+  ScalarRule rule = write_body(body);
+  Header h{params.packing, n, rule.scalar, tensor, codec.checksum(body)};
   write_header(h, out);
 }
 
@@ -165,35 +166,34 @@ std::vector<std::uint8_t> fresh(Fn fn) {
   fn(out);
   return out;
 }
-}  // namespace
 
-void encode_into(const Codec& codec, std::span<const float> g, const Params& params, const StreamKey& key,
-                 std::vector<std::uint8_t>& out) {
+// encode_into (shared_scalar null) and encode_with_scalar_into (the given scalar).
+void encode_checked(const Codec& codec, std::span<const float> g, const Params& params, const StreamKey& key,
+                    const float* shared_scalar, std::vector<std::uint8_t>& out) {
   into(out, [&] {
     validate(params);
+    if (shared_scalar) check_shared_scalar(*shared_scalar);
     check_size(g.size());
     if (travels_as_float(params, g.size())) {
       codec.max_abs(g, key.tensor);  // same finiteness rule for float tensors
       encode_float(g, key.tensor, out);
       return;
     }
-    encode_ternary(codec, g, params, key, nullptr, out);
+    encode_ternary(codec, g.size(), params, key.tensor, out, [&](std::span<std::uint8_t> body) {
+      return codec.encode_tensor(g, params, key, shared_scalar, body);
+    });
   });
+}
+}  // namespace
+
+void encode_into(const Codec& codec, std::span<const float> g, const Params& params, const StreamKey& key,
+                 std::vector<std::uint8_t>& out) {
+  encode_checked(codec, g, params, key, nullptr, out);
 }
 
 void encode_with_scalar_into(const Codec& codec, std::span<const float> g, const Params& params,
                              const StreamKey& key, float scalar, std::vector<std::uint8_t>& out) {
-  into(out, [&] {
-    validate(params);
-    check_shared_scalar(scalar);
-    check_size(g.size());
-    if (travels_as_float(params, g.size())) {
-      codec.max_abs(g, key.tensor);
-      encode_float(g, key.tensor, out);
-      return;
-    }
-    encode_ternary(codec, g, params, key, &scalar, out);
-  });
+  encode_checked(codec, g, params, key, &scalar, out);
 }
 
 void encode_with_scalar_into(const Codec& codec, std::span<const float> g, const Params& params,
@@ -214,11 +214,11 @@ void encode_with_scalar_into(const Codec& codec, std::span<const float> g, const
       return;
     }
     // The rule of Codec::encode_tensor with a shared scalar: the given scalar, this worker's own bound.
-    std::span<std::uint8_t> body = size_payload(out, kHeaderBytes + body_bytes(params.packing, g.size()));
-    ScalarRule rule = make_rule(scalar, own.bound);
-    codec.encode_body(g, rule, key, params.packing, body);
-    Header h{params.packing, g.size(), rule.scalar, key.tensor, codec.checksum(body)};
-    write_header(h, out);
+    encode_ternary(codec, g.size(), params, key.tensor, out, [&](std::span<std::uint8_t> body) {
+      ScalarRule rule = make_rule(scalar, own.bound);
+      codec.encode_body(g, rule, key, params.packing, body);
+      return rule;
+    });
   });
 }
 

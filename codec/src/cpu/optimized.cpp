@@ -29,8 +29,9 @@ constexpr std::size_t kAlign = 5 * kReduceChunk;  // 10240: multiple of 4, 5, 8 
 // Elements per thread below which the codec does not use threads. Chosen where starting and joining one
 // thread cost ~28 us wall (BM_ThreadStartJoin, docs/performance.md): at ~1.2 ns per element a second thread
 // saves n/2 * 1.2 ns, so it paid from ~50k elements, and 204800 per thread kept a margin of ~4x. The workers
-// are now kept between calls (WorkerPool), but waking an idle core still cost ~100 us on the VM of run 10,
-// where two threads beat one from 2^19-2^20 elements ("Threads" in docs/performance.md).
+// are now kept between calls (WorkerPool); this threshold is for workers asleep, whose wake-up cost ~190 us on
+// the VM of run 10 (two threads won there from ~2^21 elements), and kWarmShare below sets the one for workers
+// that poll ("Threads" in docs/performance.md).
 constexpr std::size_t kMinPerThread = 20 * kAlign;
 // Tensors from this size on take the single-pass encode; smaller ones the two passes (max_abs, then
 // encode_2bit). The single pass reads g once but computes more (candidates guarded, a few stored and
@@ -377,6 +378,9 @@ class OptimizedCodec final : public Codec {
     }
   }
 
+  // Parallel calls that only the polling threshold allowed (parts_for).
+  std::size_t polled_calls() const { return polled_calls_.load(std::memory_order_relaxed); }
+
   // One tensor's encode in fewer passes over g than the default (max_abs, moments, encode_body):
   //  * own scalar, no clipping, 2bit, at least single_pass_from_ elements: one pass (encode_single_pass);
   //  * clipping: max |g|, the canonical mean and the shifted sums in one pass, the canonical sigma
@@ -677,9 +681,6 @@ class OptimizedCodec final : public Codec {
   mutable PathChooser chooser_;
   mutable WorkerPool pool_;
   mutable std::atomic<std::size_t> polled_calls_{0};  // parallel calls that only the polling threshold allowed
-
- public:
-  std::size_t polled_calls() const { return polled_calls_.load(std::memory_order_relaxed); }
 };
 
 }  // namespace
