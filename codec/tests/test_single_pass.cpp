@@ -460,3 +460,45 @@ TEST(FewerPassEncode, GuardBoundaryCandidatesAreReDecided) {
       }
     }
 }
+
+// A zero uniform against a magnitude whose product with 2^32 / s underflows in float: tg::keep keeps it
+// (0 < |g| * scale in double) although every float product is 0. A float prefilter that reads u >= |g| * hi
+// as "not kept" without u > 0 drops it. The stream below has u = 0 at element 3417 (found by a search
+// over steps; the test checks it). The tensor's maximum (2.5e37, first or last) makes 2^32 / s ~ 1.7e-28,
+// so the smallest subnormal times it is ~2.4e-73 in double and 0 in float. The same element at +0 is not
+// kept (0 < 0 fails). Every kernel set, 1 and 3 parts, the single pass and the two passes, and a shared
+// scalar through encode_with_scalar (the plain kernel, with and without a cap).
+TEST(FewerPassEncode, ZeroUniformAgainstAnUnderflowingProductKeepsAsReference) {
+  const tg::StreamKey key{0x5eedf00dull, 3, 1, 85531};
+  const std::size_t at = 3417, n = 3500;
+  ASSERT_EQ(tg::philox_block(key, static_cast<std::uint32_t>(at / 4)).v[at % 4], 0u);
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  for (float value : {tiny, -tiny, 0.0f})
+    for (std::size_t max_at : {std::size_t{0}, n - 1}) {
+      std::vector<float> g = tg::test::gaussian(n, 9);
+      g[max_at] = 2.5e37f;
+      g[at] = value;
+      const auto want = tg::encode(tg::reference_codec(), g, {}, key);
+      const float got_at = tg::decode(tg::reference_codec(), want).values[at];
+      // the construction: the reference keeps the subnormal (with its sign) and drops the zero
+      if (value == 0.0f) ASSERT_EQ(got_at, 0.0f);
+      else ASSERT_EQ(got_at, std::copysign(2.5e37f, value)) << value;
+      const auto want_shared = tg::encode_with_scalar(tg::reference_codec(), g, {}, key, 3e37f);
+      tg::Params clip;
+      clip.clip = tg::ClipMode::clip;
+      const auto want_clip = tg::encode(tg::reference_codec(), g, clip, key);
+      for (const auto& set : tg::cpu::compiled_kernel_sets()) {
+        if (!set.cpu_runs()) continue;
+        for (unsigned threads : {1u, 3u})
+          for (std::size_t single_from : {std::size_t{0}, std::size_t{1} << 40}) {
+            auto codec = tg::cpu::make_optimized_codec_with(threads, set.kernels(), 1024, single_from);
+            const std::string where = std::string(set.name) + " threads=" + std::to_string(threads) +
+                                      (single_from ? " two passes" : " single pass") + " value=" +
+                                      std::to_string(value) + " max_at=" + std::to_string(max_at);
+            ASSERT_EQ(tg::encode(*codec, g, {}, key), want) << where;
+            ASSERT_EQ(tg::encode_with_scalar(*codec, g, {}, key, 3e37f), want_shared) << where;
+            ASSERT_EQ(tg::encode(*codec, g, clip, key), want_clip) << where;
+          }
+      }
+    }
+}
