@@ -13,57 +13,53 @@
 namespace tg::cpu {
 namespace {
 
-// (hi, lo) of the 32x32 -> 64-bit products of each lane of a with the constant m.
-inline void mulhilo8(__m256i a, __m256i m, __m256i* hi, __m256i* lo) {
-  __m256i even = _mm256_mul_epu32(a, m);
-  __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
-  *lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
-  *hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
-}
-
-// Philox4x32-10 of 8 consecutive blocks starting at `block`: x[j] holds word j of each block.
-inline void philox8(const StreamKey& key, std::uint32_t block, __m256i x[4]) {
-  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
-  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
-  __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(block)),
-                                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  __m256i c1 = _mm256_set1_epi32(static_cast<int>(key.step));
-  __m256i c2 = _mm256_set1_epi32(static_cast<int>(key.tensor));
-  __m256i c3 = _mm256_set1_epi32(static_cast<int>(key.worker));
+// Philox4x32-10 of 8 consecutive blocks starting at `block`, each word in the low half of a 64-bit lane
+// (4 blocks per vector): word j of block block + 4 h + l in lane l of x[4 h + j]. _mm256_mul_epu32 gives a
+// word's full product in place: lo is the lane itself (its high half is never read), hi one shift away.
+// (With 32-bit lanes the odd lanes' products need a shift in and the halves two shifts and two blends out.)
+inline void philox8(const StreamKey& key, std::uint32_t block, __m256i x[8]) {
+  const __m256i m0 = _mm256_set1_epi64x(0xD2511F53u);
+  const __m256i m1 = _mm256_set1_epi64x(0xCD9E8D57u);
+  // the counter's low word wraps mod 2^32 as the spec's: a carry into the high half is never read
+  __m256i a0 = _mm256_add_epi64(_mm256_set1_epi64x(block), _mm256_setr_epi64x(0, 1, 2, 3));
+  __m256i b0 = _mm256_add_epi64(_mm256_set1_epi64x(block), _mm256_setr_epi64x(4, 5, 6, 7));
+  __m256i a1 = _mm256_set1_epi32(static_cast<int>(key.step)), a2 = _mm256_set1_epi32(static_cast<int>(key.tensor));
+  __m256i a3 = _mm256_set1_epi32(static_cast<int>(key.worker)), b1 = a1, b2 = a2, b3 = a3;
   std::uint32_t k0 = static_cast<std::uint32_t>(key.seed), k1 = static_cast<std::uint32_t>(key.seed >> 32);
   for (int r = 0; r < 10; ++r) {
-    __m256i hi0, lo0, hi1, lo1;
-    mulhilo8(c0, m0, &hi0, &lo0);
-    mulhilo8(c2, m1, &hi1, &lo1);
-    __m256i vk0 = _mm256_set1_epi32(static_cast<int>(k0));
-    __m256i vk1 = _mm256_set1_epi32(static_cast<int>(k1));
-    c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), vk0);
-    c1 = lo1;
-    c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), vk1);
-    c3 = lo0;
+    const __m256i vk0 = _mm256_set1_epi32(static_cast<int>(k0)), vk1 = _mm256_set1_epi32(static_cast<int>(k1));
+    const __m256i pa0 = _mm256_mul_epu32(a0, m0), pa2 = _mm256_mul_epu32(a2, m1);
+    const __m256i pb0 = _mm256_mul_epu32(b0, m0), pb2 = _mm256_mul_epu32(b2, m1);
+    a0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(pa2, 32), a1), vk0);  // hi1 ^ x1 ^ k0
+    a1 = pa2;                                                                       // lo1
+    a2 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(pa0, 32), a3), vk1);  // hi0 ^ x3 ^ k1
+    a3 = pa0;                                                                       // lo0
+    b0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(pb2, 32), b1), vk0);
+    b1 = pb2;
+    b2 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(pb0, 32), b3), vk1);
+    b3 = pb0;
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  x[0] = c0;
-  x[1] = c1;
-  x[2] = c2;
-  x[3] = c3;
+  x[0] = a0, x[1] = a1, x[2] = a2, x[3] = a3;
+  x[4] = b0, x[5] = b1, x[6] = b2, x[7] = b3;
 }
 
-// Words of 8 blocks (x[j] = word j of block lane) -> uniforms of 32 consecutive elements, 8 per vector.
-inline void to_element_order(const __m256i x[4], __m256i u[4]) {
-  __m256i t0 = _mm256_unpacklo_epi32(x[0], x[1]);
-  __m256i t1 = _mm256_unpackhi_epi32(x[0], x[1]);
-  __m256i t2 = _mm256_unpacklo_epi32(x[2], x[3]);
-  __m256i t3 = _mm256_unpackhi_epi32(x[2], x[3]);
-  __m256i b04 = _mm256_unpacklo_epi64(t0, t2);  // blocks 0 | 4
-  __m256i b15 = _mm256_unpackhi_epi64(t0, t2);  // blocks 1 | 5
-  __m256i b26 = _mm256_unpacklo_epi64(t1, t3);  // blocks 2 | 6
-  __m256i b37 = _mm256_unpackhi_epi64(t1, t3);  // blocks 3 | 7
-  u[0] = _mm256_permute2x128_si256(b04, b15, 0x20);
-  u[1] = _mm256_permute2x128_si256(b26, b37, 0x20);
-  u[2] = _mm256_permute2x128_si256(b04, b15, 0x31);
-  u[3] = _mm256_permute2x128_si256(b26, b37, 0x31);
+// The uniforms of the 32 elements 4 block .. 4 block + 31, 8 per vector in element order (element 4 b + j
+// is word j of block b).
+inline void philox_elements(const StreamKey& key, std::uint32_t block, __m256i u[4]) {
+  __m256i x[8];
+  philox8(key, block, x);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i* w = x + 4 * h;
+    // 64-bit lane l: words 0 and 1 (2 and 3) of block l
+    const __m256i w01 = _mm256_blend_epi32(w[0], _mm256_slli_epi64(w[1], 32), 0xAA);
+    const __m256i w23 = _mm256_blend_epi32(w[2], _mm256_slli_epi64(w[3], 32), 0xAA);
+    const __m256i even = _mm256_unpacklo_epi64(w01, w23);  // blocks 0 | 2
+    const __m256i odd = _mm256_unpackhi_epi64(w01, w23);   // blocks 1 | 3
+    u[2 * h] = _mm256_permute2x128_si256(even, odd, 0x20);
+    u[2 * h + 1] = _mm256_permute2x128_si256(even, odd, 0x31);
+  }
 }
 
 // Keep bits (bit k: element k kept) of 8 elements with uniforms u: (double)u < min(|g|, cap) * 2^32/s.
@@ -120,9 +116,8 @@ const Tables& tables() {
 // Computes keep and sign bits of the 32 elements starting at `base` (a multiple of 4).
 inline void decide32(const float* g, std::size_t base, const StreamKey& key, __m256 cap, __m256d scale,
                      unsigned keep[4], unsigned neg[4]) {
-  __m256i x[4], u[4];
-  philox8(key, static_cast<std::uint32_t>(base / 4), x);
-  to_element_order(x, u);
+  __m256i u[4];
+  philox_elements(key, static_cast<std::uint32_t>(base / 4), u);
   for (int v = 0; v < 4; ++v) {
     __m256 gv = _mm256_loadu_ps(g + base + 8 * v);
     keep[v] = keep8(gv, u[v], cap, scale);
@@ -343,9 +338,8 @@ void avx2_encode_2bit_running(const float* g, std::size_t begin, std::size_t end
       scale = _mm256_set1_pd(rule.scale);
       st->settled = count;
     }
-    __m256i x[4], u[4];
-    philox8(key, static_cast<std::uint32_t>(k / 4), x);
-    to_element_order(x, u);
+    __m256i u[4];
+    philox_elements(key, static_cast<std::uint32_t>(k / 4), u);
     std::uint64_t out = 0;
     for (int v = 0; v < 4; ++v) {
       unsigned keep = keep8(_mm256_castsi256_ps(raw[v]), u[v], cap, scale);
@@ -449,25 +443,26 @@ float avx2_chunk_stats(const float* g, std::size_t n, std::size_t c0, std::size_
 
 void avx2_philox_blocks(const StreamKey& key, std::uint32_t first, std::size_t count, PhiloxBlock* out) {
   for (std::size_t i = 0; i < count; i += 8) {
-    __m256i x[4];
-    philox8(key, static_cast<std::uint32_t>(first + i), x);
-    alignas(32) std::uint32_t words[4][8];
-    for (int j = 0; j < 4; ++j) _mm256_store_si256(reinterpret_cast<__m256i*>(words[j]), x[j]);
+    __m256i u[4];
+    philox_elements(key, static_cast<std::uint32_t>(first + i), u);
+    alignas(32) std::uint32_t words[32];  // element order: block l's words at 4 l .. 4 l + 3
+    for (int v = 0; v < 4; ++v) _mm256_store_si256(reinterpret_cast<__m256i*>(words + 8 * v), u[v]);
     for (std::size_t l = 0; l < 8 && i + l < count; ++l)
-      for (int j = 0; j < 4; ++j) out[i + l].v[j] = words[j][l];
+      for (int j = 0; j < 4; ++j) out[i + l].v[j] = words[4 * l + static_cast<std::size_t>(j)];
   }
 }
 
 std::uint32_t avx2_philox_fold(const StreamKey& key, std::uint32_t first, std::size_t count) {
   __m256i acc = _mm256_setzero_si256();
   for (std::size_t i = 0; i < count; i += 8) {
-    __m256i x[4];
+    __m256i x[8];
     philox8(key, static_cast<std::uint32_t>(first + i), x);
-    acc = _mm256_xor_si256(acc, _mm256_xor_si256(_mm256_xor_si256(x[0], x[1]), _mm256_xor_si256(x[2], x[3])));
+    for (int j = 0; j < 8; j += 2) acc = _mm256_xor_si256(acc, _mm256_xor_si256(x[j], x[j + 1]));
   }
+  // the words are the low halves of the 64-bit lanes (the high halves are not Philox output)
   alignas(32) std::uint32_t w[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(w), acc);
-  return w[0] ^ w[1] ^ w[2] ^ w[3] ^ w[4] ^ w[5] ^ w[6] ^ w[7];
+  return w[0] ^ w[2] ^ w[4] ^ w[6];
 }
 
 }  // namespace
