@@ -19,8 +19,9 @@ namespace {
 // place: lo is the lane itself (the high half is never read: the multiplies use the low halves and only
 // the low halves are kept), hi is one shift away. Against 32-bit lanes (16 blocks per vector, the odd
 // lanes' products moved down and the halves interleaved by two shuffles) this trades four shuffles and two
-// shifts per round for four shifts and two more three-way xors: on the project's AMD EPYC VM the encode in
-// cache went from 0.58 to 0.5x ns per element (docs/performance.md, "Eighth round").
+// shifts per round for four shifts and two more three-way xors (the same count, fewer shuffles): on the
+// project's AMD EPYC VM the encode in cache went from 0.58 to 0.51 ns per element (docs/performance.md,
+// "Eighth round").
 struct Philox16 {
   __m512i k0[10], k1[10], c1, c2, c3;
   explicit Philox16(const StreamKey& key) {
