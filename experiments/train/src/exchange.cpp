@@ -225,9 +225,13 @@ std::vector<std::uint8_t> GradientExchange::encode_worker(const std::vector<std:
       continue;
     }
     StreamKey key{options_.seed, worker, tensor, step};
-    // A ternary tensor's own clip bound comes from local_stats (computed once, with its scalar).
-    std::vector<std::uint8_t> p = ternary_[t] ? encode_with_scalar(*codec_, grads[t], layer_params_[t], key, shared[t], own[t])
-                                              : encode(*codec_, grads[t], layer_params_[t], key);
+    // A ternary tensor's own clip bound comes from local_stats (computed once, with its scalar). Each tensor
+    // encodes into its own kept buffer: after the first step it has the payload's size and is overwritten,
+    // neither reallocated nor cleared.
+    if (payloads_.size() != layers_.size()) payloads_.resize(layers_.size());
+    std::vector<std::uint8_t>& p = payloads_[t];
+    if (ternary_[t]) encode_with_scalar_into(*codec_, grads[t], layer_params_[t], key, shared[t], own[t], p);
+    else encode_into(*codec_, grads[t], layer_params_[t], key, p);
     if (p.size() != payload_size_[t])
       throw std::logic_error("payload of tensor " + layers_[t].name + " has " + std::to_string(p.size()) +
                              " bytes, expected " + std::to_string(payload_size_[t]));

@@ -117,7 +117,8 @@ class GradientExchange {
   void set_residuals(std::size_t worker, std::vector<std::vector<float>> values);
 
   /// Simulation: grads[w][t] for every worker w; returns the averaged gradient of every tensor.
-  /// Not const: EF-SignSGD keeps each worker's residual here between steps.
+  /// Not const: EF-SignSGD keeps each worker's residual here between steps, and every tensor keeps the buffer
+  /// its payload is encoded into. One caller at a time (simulate and exchange alike).
   std::vector<std::vector<float>> simulate(const std::vector<std::vector<std::span<const float>>>& grads,
                                            const std::vector<float>& losses, std::uint32_t step, StepStats* stats);
 
@@ -155,6 +156,7 @@ class GradientExchange {
   std::vector<Params> layer_params_;
   std::vector<std::size_t> payload_size_;
   std::vector<std::vector<std::vector<float>>> residual_;  // EF-SignSGD: [worker][tensor]
+  std::vector<std::vector<std::uint8_t>> payloads_;        // [tensor]: its last payload, reused by encode_worker
 };
 
 /// Number of nonzero trits in a packed ternary body (2bit or base3).
