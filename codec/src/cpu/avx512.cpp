@@ -304,17 +304,26 @@ void encode_2bit_lines(const float* g, std::size_t begin, std::size_t end, const
   const Scale scale(rule.scale);
   const Philox16 philox(key);
   for (std::size_t k = mid; k < stop; k += 256) {
-    alignas(64) std::uint32_t line[16];
+    // the line's eight 64-bit words are put together in registers: built in memory 4 bytes at a time and
+    // read back as one vector, they would stall the load (a store cannot forward to a wider load)
+    std::uint64_t word[8];
     for (int q = 0; q < 4; ++q) {
       unsigned keep[4], neg[4];
       decide64(g, k + 64 * static_cast<std::size_t>(q), 64, philox, cap, scale, keep, neg);
+      std::uint64_t codes[4];
       for (int v = 0; v < 4; ++v)
-        line[4 * q + v] = _pdep_u32(keep[v] & ~neg[v], 0x55555555u) | _pdep_u32(keep[v] & neg[v], 0xAAAAAAAAu);
+        codes[v] = _pdep_u32(keep[v] & ~neg[v], 0x55555555u) | _pdep_u32(keep[v] & neg[v], 0xAAAAAAAAu);
+      word[2 * q] = codes[0] | codes[1] << 32;
+      word[2 * q + 1] = codes[2] | codes[3] << 32;
     }
+    const __m512i line = _mm512_set_epi64(static_cast<long long>(word[7]), static_cast<long long>(word[6]),
+                                          static_cast<long long>(word[5]), static_cast<long long>(word[4]),
+                                          static_cast<long long>(word[3]), static_cast<long long>(word[2]),
+                                          static_cast<long long>(word[1]), static_cast<long long>(word[0]));
     if constexpr (kStream)
-      _mm512_stream_si512(reinterpret_cast<__m512i*>(body + k / 4), _mm512_load_si512(line));
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(body + k / 4), line);
     else
-      _mm512_store_si512(body + k / 4, _mm512_load_si512(line));
+      _mm512_store_si512(body + k / 4, line);
   }
   if constexpr (kStream) _mm_sfence();
   for_each_64(g, stop, end, rule, key, emit);
