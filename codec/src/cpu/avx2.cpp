@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels.hpp"
 
@@ -62,10 +63,8 @@ inline void philox_elements(const StreamKey& key, std::uint32_t block, __m256i u
   }
 }
 
-// Keep bits (bit k: element k kept) of 8 elements with uniforms u: (double)u < min(|g|, cap) * 2^32/s.
-inline unsigned keep8(__m256 g, __m256i u, __m256 cap, __m256d scale) {
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  __m256 a = _mm256_min_ps(_mm256_and_ps(g, abs_mask), cap);
+// The keep test (double)u < (double)a * scale (tg::keep) for 8 lanes, in double.
+inline unsigned keep8_double(__m256 a, __m256i u, __m256d scale) {
   __m256d plo = _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(a)), scale);
   __m256d phi = _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)), scale);
   // exact unsigned -> double: flip the top bit, convert as signed, add 2^31 back
@@ -78,21 +77,50 @@ inline unsigned keep8(__m256 g, __m256i u, __m256 cap, __m256d scale) {
   return klo | (khi << 4);
 }
 
-// The lanes whose keep (keep8 with min(|g|, cap) = |g|) a float test proves; the others count as not
-// proved, which is always safe where this is used (the guard: an unproved candidate is stored and
-// re-decided exactly). U = float((u >> 8) + 1) is exact (at most 2^24) and 256 U > u; lo8 = lo / 256 with
-// lo = float(scale (1 - 2^-20)) (0 when scale (1 + 2^-20) is beyond the float range). For a normal
-// product, U < a * lo8 gives u < 256 a lo8 (1 + 2^-24) <= a scale (1 - 2^-20)(1 + 2^-24)^2 < (double)a * scale;
-// a subnormal product is below U >= 1 and proves nothing; an infinite one means a * scale > 2^32 > u; NaN
-// proves nothing. 6 instructions per 8 lanes against keep8's 13.
-inline __m256 guard_lo8(double scale) {
-  float lo = static_cast<float>(scale * (1.0 - 0x1p-20));
-  if (!std::isfinite(static_cast<float>(scale * (1.0 + 0x1p-20)))) lo = 0.0f;
-  return _mm256_set1_ps(lo * 0x1p-8f);
-}
+// A scale for the float prefilter of the keep test. AVX2 has no unsigned-to-float conversion, so u is
+// bracketed by the exact floats L = float(u >> 8) and U = L + 1 (both at most 2^24): 256 L <= u < 256 U.
+// lo8 = lo / 256 and hi8 = hi / 256 with lo = float(scale (1 - 2^-20)) and hi = float(scale (1 + 2^-20))
+// (lo = 0 and hi = +inf when the latter is beyond the float range; the division by 256 is exact). With a
+// * lo8 and a * hi8 rounded to float (relative error 2^-24, or an absolute 2^-150 below the normal range):
+//  * U < a * lo8 proves the keep: for a normal product u < 256 U < a lo (1 + 2^-24) <= a scale (1 - 2^-20)
+//    (1 + 2^-24)^2 < (double)a * scale; a product below the normal range is below U >= 1 and proves nothing;
+//    an infinite one means a * scale > 2^32 > u;
+//  * L > a * hi8 proves the drop: for a normal product u >= 256 L > a hi (1 - 2^-24) >= a scale (1 + 2^-20)
+//    (1 - 2^-24)^2 > (double)a * scale; below the normal range a * scale < 2^-117 and L > 0 means u >= 256;
+//    L = 0 proves nothing, as a * hi8 >= 0;
+//  * NaN products (0 * inf) prove nothing.
+// The lanes left (u within about 2^-20 of a * scale, or within 256 of it) go to keep8_double: about one
+// vector in 2^16 on random data. So the bits are tg::keep's; the prefilter only saves the double work.
+struct Scale8 {
+  __m256d d;
+  __m256 lo8, hi8;
+  explicit Scale8(double scale) : d(_mm256_set1_pd(scale)) {
+    float l = static_cast<float>(scale * (1.0 - 0x1p-20)), h = static_cast<float>(scale * (1.0 + 0x1p-20));
+    if (!std::isfinite(h)) l = 0.0f, h = std::numeric_limits<float>::infinity();
+    lo8 = _mm256_set1_ps(l * 0x1p-8f);
+    hi8 = _mm256_set1_ps(h * 0x1p-8f);
+  }
+};
+
+// The lanes whose keep the float test above proves, given lo8 (a subset of tg::keep's keeps; the lanes it
+// leaves open count as not proved, which is safe for the guard: an unproved candidate is stored and
+// re-decided exactly).
 inline unsigned proved_keep8(__m256 a, __m256i u, __m256 lo8) {
   const __m256 big_u = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_srli_epi32(u, 8), _mm256_set1_epi32(1)));
   return static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(big_u, _mm256_mul_ps(a, lo8), _CMP_LT_OQ)));
+}
+
+// Keep bits (bit k: element k kept) of 8 elements with uniforms u: (double)u < min(|g|, cap) * 2^32/s,
+// exactly tg::keep's.
+inline unsigned keep8(__m256 g, __m256i u, __m256 cap, const Scale8& scale) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 a = _mm256_min_ps(_mm256_and_ps(g, abs_mask), cap);
+  const __m256 low = _mm256_cvtepi32_ps(_mm256_srli_epi32(u, 8));
+  const __m256 yes = _mm256_cmp_ps(_mm256_add_ps(low, _mm256_set1_ps(1.0f)), _mm256_mul_ps(a, scale.lo8), _CMP_LT_OQ);
+  const __m256 no = _mm256_cmp_ps(low, _mm256_mul_ps(a, scale.hi8), _CMP_GT_OQ);
+  if (__builtin_expect(_mm256_movemask_ps(_mm256_or_ps(yes, no)) == 0xff, 1))
+    return static_cast<unsigned>(_mm256_movemask_ps(yes));
+  return keep8_double(a, u, scale.d);
 }
 
 struct Tables {
@@ -114,7 +142,7 @@ const Tables& tables() {
 }
 
 // Computes keep and sign bits of the 32 elements starting at `base` (a multiple of 4).
-inline void decide32(const float* g, std::size_t base, const StreamKey& key, __m256 cap, __m256d scale,
+inline void decide32(const float* g, std::size_t base, const StreamKey& key, __m256 cap, const Scale8& scale,
                      unsigned keep[4], unsigned neg[4]) {
   __m256i u[4];
   philox_elements(key, static_cast<std::uint32_t>(base / 4), u);
@@ -180,7 +208,7 @@ void avx2_ternarize(const float* g, std::size_t begin, std::size_t end, const Sc
                     const StreamKey& key, std::int8_t* trits) {
   const Tables& t = tables();
   const __m256 cap = _mm256_set1_ps(rule.cap);
-  const __m256d scale = _mm256_set1_pd(rule.scale);
+  const Scale8 scale(rule.scale);
   std::size_t k = begin;
   for (; k + 32 <= end; k += 32) {
     unsigned keep[4], neg[4];
@@ -198,7 +226,7 @@ void avx2_encode_2bit(const float* g, std::size_t begin, std::size_t end, const 
                       const StreamKey& key, std::uint8_t* body) {
   const Tables& t = tables();
   const __m256 cap = _mm256_set1_ps(rule.cap);
-  const __m256d scale = _mm256_set1_pd(rule.scale);
+  const Scale8 scale(rule.scale);
   std::size_t k = begin;
   for (; k + 32 <= end; k += 32) {
     unsigned keep[4], neg[4];
@@ -224,7 +252,7 @@ void avx2_encode_base3(const float* g, std::size_t begin, std::size_t end, const
     std::size_t m = b;
     const Tables& t = tables();
     const __m256 cap = _mm256_set1_ps(rule.cap);
-    const __m256d scale = _mm256_set1_pd(rule.scale);
+    const Scale8 scale(rule.scale);
     for (; m + 32 <= stop; m += 32) {
       unsigned keep[4], neg[4];
       decide32(g, m, key, cap, scale, keep, neg);
@@ -299,13 +327,13 @@ void avx2_encode_2bit_running(const float* g, std::size_t begin, std::size_t end
   const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
   const __m256i max_finite = _mm256_set1_epi32(0x7f7fffff);
   const __m256i lane_ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256 guard_lo = guard_lo8(make_rule(guard, guard).scale);
+  const __m256 guard_lo = Scale8(make_rule(guard, guard).scale).lo8;  // only the proving bound is needed
   float m = st->m;
   std::uint32_t mbits;
   std::memcpy(&mbits, &m, 4);
   ScalarRule rule = make_rule(m, m);
   __m256 cap = _mm256_set1_ps(rule.cap);
-  __m256d scale = _mm256_set1_pd(rule.scale);
+  Scale8 scale(rule.scale);
   std::size_t count = st->count;
   std::size_t k = begin;
   for (; k + 32 <= end; k += 32) {
@@ -335,7 +363,7 @@ void avx2_encode_2bit_running(const float* g, std::size_t begin, std::size_t end
       std::memcpy(&m, &mbits, 4);
       rule = make_rule(m, m);
       cap = _mm256_set1_ps(rule.cap);
-      scale = _mm256_set1_pd(rule.scale);
+      scale = Scale8(rule.scale);
       st->settled = count;
     }
     __m256i u[4];
@@ -371,7 +399,7 @@ void avx2_encode_2bit_running(const float* g, std::size_t begin, std::size_t end
 void avx2_recheck_2bit(std::uint8_t* body, std::size_t base, const std::uint32_t* cand_pos, const std::uint32_t* cand_u,
                        const float* cand_a, std::size_t count, const ScalarRule& rule) {
   const __m256 cap = _mm256_set1_ps(rule.cap);
-  const __m256d scale = _mm256_set1_pd(rule.scale);
+  const Scale8 scale(rule.scale);
   std::size_t c = 0;
   for (; c + 8 <= count; c += 8) {
     __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cand_u + c));

@@ -140,6 +140,11 @@ inline __mmask16 first_lanes(std::size_t lanes) {
   return lanes >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << lanes) - 1u);
 }
 
+// The 2bit codes of 16 lanes: element e -> bits 2e (plus) and 2e+1 (minus), codes 01 = +1, 10 = -1, 00 = 0.
+inline std::uint32_t codes16(unsigned keep, unsigned neg) {
+  return _pdep_u32(keep & ~neg, 0x55555555u) | _pdep_u32(keep & neg, 0xAAAAAAAAu);
+}
+
 // Software prefetch of the line kPrefetch elements past element k (a hint only: the address is formed as
 // an integer and never dereferenced, so it may lie past the tensor). On the project's VM the hardware
 // prefetchers alone leave a read stream latency-bound: the fused clipping statistics read at ~0.7x the
@@ -285,10 +290,8 @@ void encode_2bit_lines(const float* g, std::size_t begin, std::size_t end, const
     for (int v = 0; v < 4; ++v) {
       std::size_t lane0 = 16 * static_cast<std::size_t>(v);
       if (count <= lane0) break;
-      // element e -> bits 2e (plus) and 2e+1 (minus): codes 01 = +1, 10 = -1; lanes past
-      // the end have no bits, so the last byte's padding is 0
-      std::uint32_t codes =
-          _pdep_u32(keep[v] & ~neg[v], 0x55555555u) | _pdep_u32(keep[v] & neg[v], 0xAAAAAAAAu);
+      // lanes past the end have no bits, so the last byte's padding is 0
+      std::uint32_t codes = codes16(keep[v], neg[v]);
       std::size_t elements = std::min<std::size_t>(16, count - lane0);
       std::memcpy(body + first / 4 + 4 * v, &codes, (elements + 3) / 4);
     }
@@ -312,7 +315,7 @@ void encode_2bit_lines(const float* g, std::size_t begin, std::size_t end, const
       decide64(g, k + 64 * static_cast<std::size_t>(q), 64, philox, cap, scale, keep, neg);
       std::uint64_t codes[4];
       for (int v = 0; v < 4; ++v)
-        codes[v] = _pdep_u32(keep[v] & ~neg[v], 0x55555555u) | _pdep_u32(keep[v] & neg[v], 0xAAAAAAAAu);
+        codes[v] = codes16(keep[v], neg[v]);
       word[2 * q] = codes[0] | codes[1] << 32;
       word[2 * q + 1] = codes[2] | codes[3] << 32;
     }
@@ -432,7 +435,7 @@ void avx512_encode_2bit_running(const float* g, std::size_t begin, std::size_t e
       // stored and re-decided exactly, like any other candidate)
       const unsigned sure = proved_keep16(af, u[v], guard_lo);
       unsigned neg = _mm512_cmplt_epi32_mask(raw[v], _mm512_setzero_si512());
-      line[v] = _pdep_u32(keep & ~neg, 0x55555555u) | _pdep_u32(keep & neg, 0xAAAAAAAAu);
+      line[v] = codes16(keep, neg);
       // candidates: the stored lanes' indexes compressed once, the three arrays gathered with them and
       // stored as full vectors (the slack holds what lies past count)
       const unsigned store = keep & ~sure;
