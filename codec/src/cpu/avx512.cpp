@@ -193,16 +193,24 @@ void for_each_64(const float* g, std::size_t begin, std::size_t end, const Scala
 }
 
 // max |g| as integer compares (|g| as integers orders like the floats; non-finite values are above
-// the largest finite one), 32 elements per iteration, the tail with masked loads.
-float avx512_max_abs(const float* g, std::size_t begin, std::size_t end, std::size_t* first_bad) {
+// the largest finite one), 32 elements per iteration, the tail with masked loads. kPrefetch: with the
+// software prefetch. This pass does nothing but read, and whether the prefetch helps it depends on the CPU:
+// at 2^24 and 1 thread it made the pass faster on the Xeon VM (9.5-10.1 against 11.3-12.4 ms) and slower on
+// the AMD EPYC VM (median 3.91 against 2.90 ms in an interleaved A/B). avx512_kernels() picks by vendor
+// (docs/performance.md, "Tenth round"). The other kernels keep their prefetch: on the AMD VM it changed
+// neither the fused statistics nor the encode pass beyond their spread.
+template <bool kPrefetch>
+float max_abs_read(const float* g, std::size_t begin, std::size_t end, std::size_t* first_bad) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
   const __m512i max_finite = _mm512_set1_epi32(0x7f7fffff);
   __m512i m0 = _mm512_setzero_si512(), m1 = _mm512_setzero_si512();
   __mmask16 bad = 0;
   std::size_t k = begin;
   for (; k + 32 <= end; k += 32) {
-    prefetch_ahead(g, k);
-    prefetch_ahead(g, k + 16);
+    if constexpr (kPrefetch) {
+      prefetch_ahead(g, k);
+      prefetch_ahead(g, k + 16);
+    }
     __m512i a0 = _mm512_and_epi32(_mm512_loadu_si512(g + k), abs_mask);
     __m512i a1 = _mm512_and_epi32(_mm512_loadu_si512(g + k + 16), abs_mask);
     bad |= _mm512_cmpgt_epi32_mask(a0, max_finite) | _mm512_cmpgt_epi32_mask(a1, max_finite);
@@ -555,8 +563,13 @@ void avx512_philox_blocks(const StreamKey& key, std::uint32_t first, std::size_t
 }  // namespace
 
 const Kernels* avx512_kernels() {
+  // the read pass with the software prefetch except on AMD CPUs, where it measured slower (max_abs_read)
+  static const auto max_abs = [] {
+    __builtin_cpu_init();  // this may run before the CPU model's own initializer
+    return __builtin_cpu_is("amd") ? max_abs_read<false> : max_abs_read<true>;
+  }();
   static const Kernels k = {"avx512",
-                            avx512_max_abs,
+                            max_abs,
                             avx512_chunk_totals,
                             avx512_ternarize,
                             avx512_encode_2bit,
