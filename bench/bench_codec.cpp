@@ -7,6 +7,8 @@
 //   of_bound  the roofline's best time for a plain encode of n elements at this row's thread count
 //             / this row's time (1 = at the bound; clipping rows are compared with the plain bound);
 //   ns_per_el the per-element cost (roofline rows).
+// BM_EncodeVsMemcpy times the 1-thread encode and memcpy in pairs, iteration by iteration; its x_memcpy is
+// the median of the pairs' ratios (encode_ms and memcpy_ms the medians of each).
 // The roofline rows (BM_Roofline_*) run first, memcpy second: every later row uses the medians of
 // what they measured earlier in the same run. The roofline rows call the library's internal kernels
 // (codec/src/cpu/kernels.hpp), as codec/tests/test_kernels.cpp does.
@@ -272,6 +274,55 @@ void BM_Encode(benchmark::State& state, Variant v, bool clip, bool reuse) {
   state.SetLabel(codec->name() + (measured ? std::string(", ") + tg::cpu::chosen_path(*codec) : std::string()));
 }
 
+// The 1-thread encode (tg::encode, the default codec, no clipping) and memcpy of the same bytes, timed in
+// pairs: each iteration times one memcpy and one encode back to back (process CPU time; the order
+// alternates), so both see the same memory. x_memcpy is the median over the pairs of memcpy's time / the
+// encode's; of_bound the roofline bound / the median encode time. On a VM whose memory speed drifts from
+// second to second the ratio of two medians taken seconds apart (the BM_Encode rows) moves with the drift;
+// this one moves less.
+void BM_EncodeVsMemcpy(benchmark::State& state) {
+  std::size_t n = static_cast<std::size_t>(state.range(0));
+  auto g = gradient(n);
+  std::vector<float> dst(n);
+  auto codec = codec_for(Variant::opt1);
+  std::vector<double> ratio, encode_s, memcpy_s;
+  std::uint32_t step = 0;
+  for (auto _ : state) {
+    double t_copy = 0.0, t_encode = 0.0;
+    for (int half = 0; half < 2; ++half) {
+      const bool copy = (half == 0) == (step % 2 == 0);
+      const double c0 = process_cpu_s();
+      if (copy) {
+        std::memcpy(dst.data(), g.data(), 4 * n);
+        benchmark::DoNotOptimize(dst.data());
+        benchmark::ClobberMemory();
+        t_copy = process_cpu_s() - c0;
+      } else {
+        auto payload = tg::encode(*codec, g, {}, {1, 0, 0, step});
+        benchmark::DoNotOptimize(payload.data());
+        t_encode = process_cpu_s() - c0;
+      }
+    }
+    ++step;
+    ratio.push_back(t_copy / t_encode);
+    encode_s.push_back(t_encode);
+    memcpy_s.push_back(t_copy);
+  }
+  auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  if (ratio.empty()) return;
+  state.counters["x_memcpy"] = median(ratio);
+  state.counters["encode_ms"] = 1e3 * median(encode_s);
+  state.counters["memcpy_ms"] = 1e3 * median(memcpy_s);
+  state.counters["pairs"] = static_cast<double>(ratio.size());
+  double b = bound_s(n, 1);
+  if (b > 0.0) state.counters["of_bound"] = b / median(encode_s);
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 4 * n);
+  state.SetLabel(codec->name() + ", paired with memcpy");
+}
+
 // Decode of a 2bit payload into a preallocated float buffer (validation + unpack + scale).
 void BM_Decode(benchmark::State& state, Variant v) {
   std::size_t n = static_cast<std::size_t>(state.range(0));
@@ -372,6 +423,10 @@ int register_roofline = [] {
       ->Apply(sizes)
       ->UseRealTime();
   benchmark::RegisterBenchmark("BM_EncodeInto/optimized_1thread", BM_Encode, Variant::opt1, false, true)->Apply(sizes);
+  benchmark::RegisterBenchmark("BM_EncodeVsMemcpy/optimized_1thread", BM_EncodeVsMemcpy)
+      ->Arg(std::int64_t{1} << 22)
+      ->Arg(std::int64_t{1} << 24)
+      ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("BM_EncodeInto/optimized_2threads", BM_Encode, Variant::opt2, false, true)
       ->Apply(sizes)
       ->UseRealTime();
