@@ -7,7 +7,6 @@
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "kernels.hpp"
 
@@ -95,10 +94,9 @@ struct Scale8 {
   __m256d d;
   __m256 lo8, hi8;
   explicit Scale8(double scale) : d(_mm256_set1_pd(scale)) {
-    float l = static_cast<float>(scale * (1.0 - 0x1p-20)), h = static_cast<float>(scale * (1.0 + 0x1p-20));
-    if (!std::isfinite(h)) l = 0.0f, h = std::numeric_limits<float>::infinity();
-    lo8 = _mm256_set1_ps(l * 0x1p-8f);
-    hi8 = _mm256_set1_ps(h * 0x1p-8f);
+    const KeepBounds b = keep_bounds(scale);
+    lo8 = _mm256_set1_ps(b.lo * 0x1p-8f);
+    hi8 = _mm256_set1_ps(b.hi * 0x1p-8f);
   }
 };
 

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "kernels.hpp"
 
@@ -97,10 +96,9 @@ struct Scale {
   __m512d d;
   __m512 lo, hi;
   explicit Scale(double scale) : d(_mm512_set1_pd(scale)) {
-    float l = static_cast<float>(scale * (1.0 - 0x1p-20)), h = static_cast<float>(scale * (1.0 + 0x1p-20));
-    if (!std::isfinite(h)) l = 0.0f, h = std::numeric_limits<float>::infinity();
-    lo = _mm512_set1_ps(l);
-    hi = _mm512_set1_ps(h);
+    const KeepBounds b = keep_bounds(scale);
+    lo = _mm512_set1_ps(b.lo);
+    hi = _mm512_set1_ps(b.hi);
   }
 };
 

@@ -6,9 +6,11 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <span>
 
@@ -27,6 +29,18 @@ struct RunningPass {
   std::size_t count = 0;                // in/out: candidates stored so far (those that fail the guard)
   std::size_t settled = 0;              // out: stored candidates [settled, count) were decided with m's final value
 };
+
+// The float bounds of the SIMD kernels' keep prefilters (avx2.cpp Scale8, avx512.cpp Scale): scale (1 - 2^-20)
+// and scale (1 + 2^-20) rounded to float, or 0 and +inf when the latter is beyond the float range (then the
+// float test proves nothing and every lane goes to the exact double test).
+struct KeepBounds {
+  float lo, hi;
+};
+inline KeepBounds keep_bounds(double scale) {
+  const float lo = static_cast<float>(scale * (1.0 - 0x1p-20)), hi = static_cast<float>(scale * (1.0 + 0x1p-20));
+  if (!std::isfinite(hi)) return {0.0f, std::numeric_limits<float>::infinity()};
+  return {lo, hi};
+}
 
 // Extra candidate slots a kernel may write past count (full-vector stores of compressed lanes).
 inline constexpr std::size_t kCandidateSlack = 64;
