@@ -100,12 +100,16 @@ struct Scale8 {
   }
 };
 
+// The bracket of u above: L = float(u >> 8); U = L + 1 (exact).
+inline __m256 bracket_low(__m256i u) { return _mm256_cvtepi32_ps(_mm256_srli_epi32(u, 8)); }
+inline __m256 bracket_up(__m256 low) { return _mm256_add_ps(low, _mm256_set1_ps(1.0f)); }
+
 // The lanes whose keep the float test above proves, given lo8 (a subset of tg::keep's keeps; the lanes it
 // leaves open count as not proved, which is safe for the guard: an unproved candidate is stored and
 // re-decided exactly).
 inline unsigned proved_keep8(__m256 a, __m256i u, __m256 lo8) {
-  const __m256 big_u = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_srli_epi32(u, 8), _mm256_set1_epi32(1)));
-  return static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(big_u, _mm256_mul_ps(a, lo8), _CMP_LT_OQ)));
+  const __m256 yes = _mm256_cmp_ps(bracket_up(bracket_low(u)), _mm256_mul_ps(a, lo8), _CMP_LT_OQ);
+  return static_cast<unsigned>(_mm256_movemask_ps(yes));
 }
 
 // Keep bits (bit k: element k kept) of 8 elements with uniforms u: (double)u < min(|g|, cap) * 2^32/s,
@@ -113,8 +117,8 @@ inline unsigned proved_keep8(__m256 a, __m256i u, __m256 lo8) {
 inline unsigned keep8(__m256 g, __m256i u, __m256 cap, const Scale8& scale) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 a = _mm256_min_ps(_mm256_and_ps(g, abs_mask), cap);
-  const __m256 low = _mm256_cvtepi32_ps(_mm256_srli_epi32(u, 8));
-  const __m256 yes = _mm256_cmp_ps(_mm256_add_ps(low, _mm256_set1_ps(1.0f)), _mm256_mul_ps(a, scale.lo8), _CMP_LT_OQ);
+  const __m256 low = bracket_low(u);
+  const __m256 yes = _mm256_cmp_ps(bracket_up(low), _mm256_mul_ps(a, scale.lo8), _CMP_LT_OQ);
   const __m256 no = _mm256_cmp_ps(low, _mm256_mul_ps(a, scale.hi8), _CMP_GT_OQ);
   if (__builtin_expect(_mm256_movemask_ps(_mm256_or_ps(yes, no)) == 0xff, 1))
     return static_cast<unsigned>(_mm256_movemask_ps(yes));

@@ -319,11 +319,8 @@ void encode_2bit_lines(const float* g, std::size_t begin, std::size_t end, const
     for (int q = 0; q < 4; ++q) {
       unsigned keep[4], neg[4];
       decide64(g, k + 64 * static_cast<std::size_t>(q), 64, philox, cap, scale, keep, neg);
-      std::uint64_t codes[4];
-      for (int v = 0; v < 4; ++v)
-        codes[v] = codes16(keep[v], neg[v]);
-      word[2 * q] = codes[0] | codes[1] << 32;
-      word[2 * q + 1] = codes[2] | codes[3] << 32;
+      for (int w = 0; w < 2; ++w)
+        word[2 * q + w] = codes16(keep[2 * w], neg[2 * w]) | std::uint64_t{codes16(keep[2 * w + 1], neg[2 * w + 1])} << 32;
     }
     const __m512i line = _mm512_set_epi64(static_cast<long long>(word[7]), static_cast<long long>(word[6]),
                                           static_cast<long long>(word[5]), static_cast<long long>(word[4]),
