@@ -70,18 +70,18 @@ static Command calibrate_command() {
         ->check(CLI::IsMember({"quick", "ci", "full"}))
         ->capture_default_str();
     sub->add_option("--seeds", opts->seeds, "Number of runs (seeds --seed .. --seed + N - 1)")
-        ->check(CLI::Range(2u, 1000000u))
+        ->check(tg::app::in_range(2u, 1000000u))
         ->capture_default_str();
     sub->add_option("--seed", opts->seed, "First seed")->capture_default_str();
     sub->add_option("--alpha", opts->alpha, "alpha_total of each run (large, so that rejections can be counted)")
-        ->check(CLI::Range(1e-12, 0.5))
+        ->check(tg::app::in_range(1e-12, 0.5))
         ->capture_default_str();
     sub->add_option("--ci", opts->ci,
                     "1 - the probability that the verdict wrongly says NOT CALIBRATED (split over every row and the "
                     "whole-run rate)")
-        ->check(CLI::Range(0.5, 0.999999))
+        ->check(tg::app::in_range(0.5, 0.999999))
         ->capture_default_str();
-    sub->add_option("--threads", opts->threads, "Runs in parallel (0: one per hardware thread)")->capture_default_str();
+    sub->add_option("--threads", opts->threads, "Runs in parallel (0: one per hardware thread)")->check(tg::app::in_range(0u, 4096u))->capture_default_str();
     sub->add_option("--skip", opts->skip, "Checks to leave out, comma-separated")
         ->delimiter(',')
         ->check(CLI::IsMember(check_names()));

@@ -94,23 +94,23 @@ static Command compare_command() {
     sub->add_option("A", opts->a, impl_help);
     sub->add_option("B", opts->b, impl_help);
     sub->add_option("--elements", opts->d, "Elements per gradient family (lenet keeps its layer shapes)")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26))
+        ->check(tg::app::in_range(std::size_t{1}, std::size_t{1} << 26))
         ->capture_default_str();
     sub->add_option("--draws", opts->steps, "Draws per stream key (steps 0..N-1 of the key)")
-        ->check(CLI::Range(1u, 1024u))
+        ->check(tg::app::in_range(1u, 1024u))
         ->capture_default_str();
     sub->add_flag("--stat", opts->stat,
                   "Compare in distribution, for implementations whose random streams differ: scalars and signs, "
                   "total and per-coordinate keep rates (docs/statistics.md)");
     sub->add_option("--stat-draws", opts->stat_draws, "--stat: encodings each implementation draws per case")
-        ->check(CLI::Range(2u, 100000u));
+        ->check(tg::app::in_range(2u, 100000u));
     sub->add_option("--alpha", opts->alpha, "--stat: probability that implementations with one distribution are "
                                             "called different")
-        ->check(CLI::Range(1e-12, 0.5));
+        ->check(tg::app::in_range(1e-12, 0.5));
     sub->add_option("--beta", opts->beta, "--stat: 1 - power at which detectable effects are stated")
-        ->check(CLI::Range(1e-12, 0.5));
-    hidden_alias(sub, "--d", opts->d, "--elements")->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26));
-    hidden_alias(sub, "--steps", opts->steps, "--draws")->check(CLI::Range(1u, 1024u));
+        ->check(tg::app::in_range(1e-12, 0.5));
+    hidden_alias(sub, "--d", opts->d, "--elements")->check(tg::app::in_range(std::size_t{1}, std::size_t{1} << 26));
+    hidden_alias(sub, "--steps", opts->steps, "--draws")->check(tg::app::in_range(1u, 1024u));
     sub->add_option("--seed", opts->seed, "Seed of the gradients and of the stream keys")->capture_default_str();
     sub->add_option("--clip", opts->clip, "Clipping modes to compare, comma-separated")
         ->delimiter(',')
@@ -119,7 +119,7 @@ static Command compare_command() {
     sub->add_flag("--no-shared", opts->no_shared, "Leave out the cases with a shared scalar");
     sub->add_option("--json", opts->json, "Write every case as JSON to FILE ('-': on stdout, instead of the table)");
     sub->add_option("--exec-timeout", opts->exec_timeout, "Seconds an external codec may take per call")
-        ->check(CLI::Range(0.001, 86400.0))
+        ->check(tg::app::in_range(0.001, 86400.0))
         ->capture_default_str();
     sub->add_flag("--no-progress", opts->no_progress, "No progress line on stderr");
     return sub;

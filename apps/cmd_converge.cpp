@@ -361,19 +361,19 @@ static Command converge_command() {
                   "lsq: least squares (w* exact); multiscale: least squares whose parameter blocks differ in "
                   "scale by --scale-ratio; logistic: L2-regularized logistic regression (w* by Newton)")
         ->check(CLI::IsMember({"lsq", "multiscale", "logistic"}))->capture_default_str();
-    s->add_option("--dim", o->dim, "Features (parameters per block)")->check(CLI::Range(1, 4096))->capture_default_str();
-    s->add_option("--data-size", o->samples, "Data points n (>= dim)")->check(CLI::Range(2, 10000000))->capture_default_str();
-    hidden_alias(s, "--samples", o->samples, "--data-size")->check(CLI::Range(2, 10000000));
+    s->add_option("--dim", o->dim, "Features (parameters per block)")->check(tg::app::in_range(1, 4096))->capture_default_str();
+    s->add_option("--data-size", o->samples, "Data points n (>= dim)")->check(tg::app::in_range(2, 10000000))->capture_default_str();
+    hidden_alias(s, "--samples", o->samples, "--data-size")->check(tg::app::in_range(2, 10000000));
     s->add_option("--kappa", o->kappa, "Condition number of the feature covariance (feature scales decay geometrically)")
-        ->check(CLI::Range(1.0, 1e8))->capture_default_str();
-    s->add_option("--blocks", o->blocks, "multiscale: number of parameter blocks (layers)")->check(CLI::Range(1, 64))->capture_default_str();
+        ->check(tg::app::in_range(1.0, 1e8))->capture_default_str();
+    s->add_option("--blocks", o->blocks, "multiscale: number of parameter blocks (layers)")->check(tg::app::in_range(1, 64))->capture_default_str();
     s->add_option("--scale-ratio", o->scale_ratio, "multiscale: scale of the first block over the last")
-        ->check(CLI::Range(1.0, 1e6))->capture_default_str();
-    s->add_option("--noise", o->noise, "Least squares: label noise standard deviation")->check(CLI::Range(0.0, 1e6))->capture_default_str();
-    s->add_option("--lambda", o->lambda, "logistic: L2 regularization (> 0)")->check(CLI::Range(1e-12, 1e6))->capture_default_str();
+        ->check(tg::app::in_range(1.0, 1e6))->capture_default_str();
+    s->add_option("--noise", o->noise, "Least squares: label noise standard deviation")->check(tg::app::in_range(0.0, 1e6))->capture_default_str();
+    s->add_option("--lambda", o->lambda, "logistic: L2 regularization (> 0)")->check(tg::app::in_range(1e-12, 1e6))->capture_default_str();
     s->add_option("--spike", o->spike,
                   "Least squares: every 10th point becomes spike * e_0 with label noise +3*noise (clipping then "
-                  "biases the fixed point; 0: off)")->check(CLI::Range(-1e3, 1e3))->capture_default_str();
+                  "biases the fixed point; 0: off)")->check(tg::app::in_range(-1e3, 1e3))->capture_default_str();
     s->add_option("--tail-dof", o->tail_dof,
                   "Features Student-t with this many degrees of freedom, 0 (Gaussian features) or in [1, 1e6] "
                   "(heavy-tailed gradients; unit variance when > 2)")
@@ -387,7 +387,7 @@ static Command converge_command() {
             "0 or [1, 1e6]"))
         ->capture_default_str();
     s->add_option("--density", o->density, "Fraction of nonzero features (sparse gradients; scaled to keep the variance)")
-        ->check(CLI::Range(1e-6, 1.0))->capture_default_str();
+        ->check(tg::app::in_range(1e-6, 1.0))->capture_default_str();
     s->add_flag("--no-prediction", o->no_prediction,
                 "Skip the exact prediction of least squares (it costs O(steps * data-size * dim^2); for large --dim)");
     s->add_flag("--assumption3", o->assumption3,
@@ -401,10 +401,10 @@ static Command converge_command() {
                   "sign (scaled SignSGD), tern-mutant-2s (deliberately wrong: scalar doubled)")
         ->delimiter(',')->capture_default_str();
     s->add_option("--c", o->c, "Clip factor: bound c*sigma for tern-clip / tern-saturate")->check(tg::app::positive_finite())->capture_default_str();
-    s->add_option("--workers", o->workers, "Simulated workers N")->check(CLI::Range(1, 1024))->capture_default_str();
-    s->add_option("--batch", o->batch, "Samples per worker per step (uniform with replacement)")->check(CLI::Range(1, 100000))->capture_default_str();
-    s->add_option("--steps", o->steps, "SGD steps T")->check(CLI::Range(1, 10000000))->capture_default_str();
-    s->add_option("--seeds", o->seeds, "Independent runs per method (curves are means over them)")->check(CLI::Range(1, 100000))->capture_default_str();
+    s->add_option("--workers", o->workers, "Simulated workers N")->check(tg::app::in_range(1, 1024))->capture_default_str();
+    s->add_option("--batch", o->batch, "Samples per worker per step (uniform with replacement)")->check(tg::app::in_range(1, 100000))->capture_default_str();
+    s->add_option("--steps", o->steps, "SGD steps T")->check(tg::app::in_range(1, 10000000))->capture_default_str();
+    s->add_option("--seeds", o->seeds, "Independent runs per method (curves are means over them)")->check(tg::app::in_range(1, 100000))->capture_default_str();
     s->add_option("--seed", o->seed, "First seed (minibatches and codec stream); --checks shifts its fixed seeds by seed-1")->capture_default_str();
     s->add_option("--schedule", o->schedule, "decay: gamma_t = gamma0/(t + t0) (Assumption 2); const: gamma")
         ->check(CLI::IsMember({"decay", "const"}))->capture_default_str();
@@ -412,13 +412,13 @@ static Command converge_command() {
     s->add_option("--t0", o->t0, "decay: t0")->check(tg::app::positive_finite())->capture_default_str();
     s->add_option("--gamma", o->gamma, "const: step size")->check(tg::app::positive_finite())->capture_default_str();
     s->add_flag("--start-at-optimum", o->start_at_optimum, "Start at w* (noise-ball runs) instead of w = 0");
-    s->add_option("--every", o->every, "Record curves every this many steps")->check(CLI::Range(1, 10000000))->capture_default_str();
+    s->add_option("--every", o->every, "Record curves every this many steps")->check(tg::app::in_range(1, 10000000))->capture_default_str();
     s->add_option("--out", o->out, "Output folder for curves.csv and summary.json")->capture_default_str();
     s->add_flag("--checks", o->checks,
                 "Also run the statistical checks of the four claims at their standard sizes (about 15 s): exit 1 "
                 "if one fails");
-    s->add_option("--alpha", o->alpha, "False-fail probability per decision: --checks, and the clipped methods' final-iterate test of the predicted stall (least squares)")->check(CLI::Range(1e-12, 0.5))->capture_default_str();
-    s->add_option("--beta", o->beta, "--checks: 1 - power at which detectable effects are stated")->check(CLI::Range(1e-12, 0.5))->capture_default_str();
+    s->add_option("--alpha", o->alpha, "False-fail probability per decision: --checks, and the clipped methods' final-iterate test of the predicted stall (least squares)")->check(tg::app::in_range(1e-12, 0.5))->capture_default_str();
+    s->add_option("--beta", o->beta, "--checks: 1 - power at which detectable effects are stated")->check(tg::app::in_range(1e-12, 0.5))->capture_default_str();
     s->add_option("--json", o->json, "Also write the summary JSON to FILE ('-': on stdout, instead of the table)");
     s->add_flag("--no-progress", o->quiet, "No progress line on stderr");
     hidden_alias(s, "--quiet", o->quiet, "--no-progress");

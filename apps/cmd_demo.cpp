@@ -86,9 +86,9 @@ static Command demo_command() {
   c.add_fn = [opts](CLI::App& app) {
     CLI::App* sub = app.add_subcommand("demo", "Encode one gradient; show scalar, sparsity, bytes, variance identity");
     sub->add_option("--elements", opts->n, "Number of gradient elements")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30));
-    hidden_alias(sub, "--n", opts->n, "--elements")->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30));
-    sub->add_option("--draws", opts->draws, "Monte-Carlo draws for the variance estimate")->check(CLI::Range(2, 1000000));
+        ->check(tg::app::in_range(std::size_t{1}, std::size_t{1} << 30));
+    hidden_alias(sub, "--n", opts->n, "--elements")->check(tg::app::in_range(std::size_t{1}, std::size_t{1} << 30));
+    sub->add_option("--draws", opts->draws, "Monte-Carlo draws for the variance estimate")->check(tg::app::in_range(2, 1000000));
     sub->add_option("--seed", opts->seed, "Seed of the gradient and of the codec's stream");
     sub->add_option("--clip", opts->clip, "Clipping mode")->check(CLI::IsMember({"none", "clip", "saturate"}));
     sub->add_option("--packing", opts->packing, "Packing")->check(CLI::IsMember({"2bit", "base3"}));

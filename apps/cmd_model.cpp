@@ -254,14 +254,14 @@ static std::vector<Command> model_commands() {
     add(sub->add_option("--net", o->net, "Net whose tensor sizes travel")->check(CLI::IsMember(net_names())));
     add(sub->add_option("--run-json", o->run_json, "Tensor sizes from a measured run's run.json (`terngrad train --out`) instead of --net")
             ->check(tg::app::regular_file(64 << 20)));
-    add(sub->add_option("--batch", o->batch, "Images per worker per step")->check(CLI::Range(1, 1 << 24)));
+    add(sub->add_option("--batch", o->batch, "Images per worker per step")->check(tg::app::in_range(1, 1 << 24)));
     add(sub->add_option("--compute-s", o->compute_s, "Compute time per step on one worker, seconds (forward + backward + optimizer);\n"
                         "this or --compute-from is required without --preset")
-            ->check(CLI::Range(0.0, 1e6))
+            ->check(tg::app::in_range(0.0, 1e6))
             ->default_str("none"));
     add(sub->add_option("--compute-from", o->compute_from, "Compute time per step from a measured run's steps.csv: median of compute_s + optimizer_s")
             ->check(tg::app::regular_file(1u << 30)));
-    add(sub->add_option("--warmup", o->warmup, "Steps of --compute-from left out at the start")->check(CLI::Range(0, 1 << 30)));
+    add(sub->add_option("--warmup", o->warmup, "Steps of --compute-from left out at the start")->check(tg::app::in_range(0, 1 << 30)));
     add(sub->add_option("--float-below", o->float_below, "TernGrad: tensors with fewer elements travel as float32 (0: none)"));
     add(sub->add_option("--packing", o->packing, "TernGrad packing")->check(CLI::IsMember({"2bit", "base3"})));
     sub->add_option("--codec-rates", o->codec_rates,
@@ -272,14 +272,14 @@ static std::vector<Command> model_commands() {
                                                    "shared: one link for all traffic (e.g. a loopback shaped by one tc qdisc)")
             ->check(CLI::IsMember({"ring", "ps", "shared"})));
     add(sub->add_option("--bandwidth-gbps", o->bandwidth_gbps, "Link bandwidth, Gbit/s (10^9 bits)")->check(tg::app::positive_finite()));
-    add(sub->add_option("--latency-us", o->latency_us, "Latency per message, microseconds")->check(CLI::Range(0.0, 1e9)));
-    add(sub->add_option("--gpus-per-node", o->gpus_per_node, "Workers sharing one node's link")->check(CLI::Range(1, 1 << 16)));
-    add(sub->add_option("--intra-gbps", o->intra_gbps, "Bandwidth inside a node, Gbit/s (0: unlimited)")->check(CLI::Range(0.0, 1e9)));
-    add(sub->add_option("--intra-latency-us", o->intra_latency_us, "Latency inside a node, microseconds")->check(CLI::Range(0.0, 1e9)));
-    add(sub->add_option("--ps-shards", o->ps_shards, "Parameter-server shards (0: one on every node)")->check(CLI::Range(0, 1 << 20)));
+    add(sub->add_option("--latency-us", o->latency_us, "Latency per message, microseconds")->check(tg::app::in_range(0.0, 1e9)));
+    add(sub->add_option("--gpus-per-node", o->gpus_per_node, "Workers sharing one node's link")->check(tg::app::in_range(1, 1 << 16)));
+    add(sub->add_option("--intra-gbps", o->intra_gbps, "Bandwidth inside a node, Gbit/s (0: unlimited)")->check(tg::app::in_range(0.0, 1e9)));
+    add(sub->add_option("--intra-latency-us", o->intra_latency_us, "Latency inside a node, microseconds")->check(tg::app::in_range(0.0, 1e9)));
+    add(sub->add_option("--ps-shards", o->ps_shards, "Parameter-server shards (0: one on every node)")->check(tg::app::in_range(0, 1 << 20)));
     add(sub->add_option("--ps-downlink", o->ps_downlink, "TernGrad over a parameter server: what workers pull")
             ->check(CLI::IsMember({"ternary", "float"})));
-    sub->add_option("--workers", o->workers, "Worker counts (default 1,2,4,...,512)")->delimiter(',');
+    sub->add_option("--workers", o->workers, "Worker counts (default 1,2,4,...,512)")->delimiter(',')->check(tg::app::in_range(1, 1 << 20));
     sub->add_option("--json", o->json, "Also write every prediction with its inputs as JSON to FILE ('-': on stdout, instead of the table)");
     sub->add_option("--csv", o->csv, "Also write one row per scheme and worker count as CSV to FILE ('-': on stdout, instead of the table)");
     sub->add_flag("--quiet", o->quiet, "No table on stdout");

@@ -190,7 +190,7 @@ static Command report_command() {
                   "Do not add the codec section computed live through the Python bindings");
     sub->add_option("--live-draws", opts->live_draws, "Monte-Carlo draws of the live section (at most 200000: 4096 x draws trits stay "
                     "under the bindings' limit of 2^30)")
-        ->check(CLI::Range(100, 200000))
+        ->check(tg::app::in_range(100, 200000))
         ->capture_default_str();
     return sub;
   };

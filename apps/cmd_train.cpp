@@ -38,11 +38,11 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   sub->add_option("--codec", c.codec, "Gradient codec: float, terngrad, qsgd (s levels), signsgd-ef (sign with error feedback)")
       ->check(CLI::IsMember({"float", "terngrad", "qsgd", "signsgd-ef"}));
   sub->add_option("--qsgd-levels", c.qsgd_levels, "QSGD: s, levels of |g|/||g||_2 (1 + ceil(log2(s+1)) bits per element)")
-      ->check(CLI::Range(1, 65535));
+      ->check(tg::app::in_range(1, 65535));
   sub->add_option("--qsgd-bucket", c.qsgd_bucket,
                   "QSGD: elements per bucket, each quantized against its own L2 norm (one float32 per bucket); "
                   "0: one norm per tensor")
-      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 31));
+      ->check(tg::app::in_range(std::uint64_t{0}, std::uint64_t{1} << 31));
   sub->add_option("--float-exchange", c.float_exchange,
                   "Float codec: allreduce (sum over ranks, Gloo ring) or allgather (every gradient to every rank)")
       ->check(CLI::IsMember({"allreduce", "allgather"}));
@@ -56,8 +56,8 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   sub->add_option("--quantize-last", c.quantize_last, "Whether the last layer's tensors are ternarized");
   sub->add_option("--optimizer", c.optimizer, "Optimizer")->check(CLI::IsMember({"sgd", "momentum", "adam"}));
   sub->add_option("--lr", c.lr, "Base learning rate")->check(tg::app::positive_finite());
-  sub->add_option("--momentum", c.momentum, "Momentum (optimizer momentum)")->check(CLI::Range(0.0, 0.9999));
-  sub->add_option("--weight-decay", c.weight_decay, "L2 weight decay")->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--momentum", c.momentum, "Momentum (optimizer momentum)")->check(tg::app::in_range(0.0, 0.9999));
+  sub->add_option("--weight-decay", c.weight_decay, "L2 weight decay")->check(tg::app::in_range(0.0, 1.0));
   sub->add_option("--weight-decay-in", c.weight_decay_in,
                   "loss: wd/2 ||w||^2 in the loss (conv/fc weights; CifarNet: local3/local4), exchanged with the gradient, "
                   "as the authors' TF code; update: in the optimizer after the exchange, every parameter")
@@ -66,34 +66,34 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
       ->check(CLI::IsMember({"fixed", "inv", "step"}));
   sub->add_option("--gamma", c.gamma, "Learning-rate policy gamma")->check(tg::app::non_negative_finite());
   sub->add_option("--power", c.power, "Learning-rate policy power (inv)")->check(tg::app::non_negative_finite());
-  sub->add_option("--step-size", c.step_size, "Learning-rate policy step size (step)")->check(CLI::Range(1, 1 << 30));
-  sub->add_option("--batch", c.batch, "Total batch over all workers (refused when one worker's share is over 1 GiB of float32 input, or --data synthetic's 2 x batch images over 1 GiB of pixels)")->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--workers", c.workers, "Simulated workers (in one process)")->check(CLI::Range(1, 1024));
-  sub->add_option("--steps", c.steps, "Training steps")->check(CLI::Range(1L, 1L << 31));
+  sub->add_option("--step-size", c.step_size, "Learning-rate policy step size (step)")->check(tg::app::in_range(1, 1 << 30));
+  sub->add_option("--batch", c.batch, "Total batch over all workers (refused when one worker's share is over 1 GiB of float32 input, or --data synthetic's 2 x batch images over 1 GiB of pixels)")->check(tg::app::in_range(1, 1 << 20));
+  sub->add_option("--workers", c.workers, "Simulated workers (in one process)")->check(tg::app::in_range(1, 1024));
+  sub->add_option("--steps", c.steps, "Training steps")->check(tg::app::in_range(1L, 1L << 31));
   sub->add_option("--epochs", c.epochs, "Epochs (overrides --steps when > 0)")->check(tg::app::non_negative_finite());
   sub->add_option("--seed", c.seed, "Seed of initialization, data order and the codec's stream");
-  sub->add_option("--threads", c.threads, "LibTorch threads per process (1 keeps runs bit-reproducible)")->check(CLI::Range(1, 256));
+  sub->add_option("--threads", c.threads, "LibTorch threads per process (1 keeps runs bit-reproducible)")->check(tg::app::in_range(1, 256));
   sub->add_option("--sim-threads", c.sim_threads,
                   "threads computing the simulated workers' gradients (and the test evaluations) at once, each on its "
                   "own copy of the model: the same bits as 1, up to that many times faster (in-process simulation on "
                   "the CPU; LeNet and CifarNet, whose layers draw no random numbers)")
-      ->check(CLI::Range(1, 256));
-  sub->add_option("--eval-every", c.eval_every, "Test accuracy every N steps (0: only at the end)")->check(tg::app::non_negative_finite());
+      ->check(tg::app::in_range(1, 256));
+  sub->add_option("--eval-every", c.eval_every, "Test accuracy every N steps (0: only at the end)")->check(tg::app::in_range(0L, 1L << 31));
   sub->add_option("--out", c.out_dir, "Folder for steps.csv, layers.csv, evals.csv, run.json, weights.f32");
   sub->add_flag("--save-weights", c.save_weights, "Also write the final parameters to weights.f32 in --out");
   sub->add_flag("--progress", cli.progress, "Progress bar on stderr even when it is not a terminal");
   sub->add_flag("--no-progress", cli.no_progress, "No progress bar (default: a bar when stderr is a terminal)");
   sub->add_option("--checkpoint", c.checkpoint, "Checkpoint file, written every --checkpoint-every steps and at the end (atomically, by rank 0; --codec signsgd-ef: with every worker's error-feedback residuals, gathered from all ranks, so give every rank the same --checkpoint, as `terngrad launch` does)");
-  sub->add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints")->check(tg::app::non_negative_finite());
+  sub->add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints")->check(tg::app::in_range(0L, 1L << 31));
   sub->add_option("--resume", c.resume, "Continue from this checkpoint (every rank reads the same file; --codec signsgd-ef: each worker takes its own residuals back, and a checkpoint without them is refused)")->check(tg::app::regular_file());
   sub->add_option("--timeout-s", c.timeout_s, "Bound on the rendezvous and on every collective (multi-process)")
-      ->check(CLI::Range(0.1, 86400.0));
+      ->check(tg::app::in_range(0.1, 86400.0));
   sub->add_option("--external-store", c.external_store, "The store is hosted by `terngrad train-store`, not by rank 0");
   // Set by `terngrad launch` (or by hand to start ranks one by one).
-  sub->add_option("--rank", c.rank, "Rank of this process in a multi-process run")->check(CLI::Range(0, 1023));
-  sub->add_option("--world-size", c.world_size, "Number of ranks (0: simulation in one process)")->check(CLI::Range(0, 1024));
+  sub->add_option("--rank", c.rank, "Rank of this process in a multi-process run")->check(tg::app::in_range(0, 1023));
+  sub->add_option("--world-size", c.world_size, "Number of ranks (0: simulation in one process)")->check(tg::app::in_range(0, 1024));
   sub->add_option("--master-addr", c.master_addr, "Address of the rendezvous store");
-  sub->add_option("--master-port", c.master_port, "Port of the rendezvous store")->check(CLI::Range(1, 65535));
+  sub->add_option("--master-port", c.master_port, "Port of the rendezvous store")->check(tg::app::in_range(1, 65535));
   // Fault injection for the tests of the multi-process error paths (hidden).
   sub->add_option("--fault-kill-at-step", c.fault_kill_at_step)->group("");
   sub->add_option("--fault-hang-at-step", c.fault_hang_at_step)->group("");
@@ -102,9 +102,9 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   // Live verification (experiments/train/include/tg/train/live_check.hpp, docs/torch.md).
   sub->add_option("--live-check", c.live_check.every,
                   "Every N steps (0: never), run the battery's per-gradient checks on extra encodings of worker 0's real gradient")
-      ->check(tg::app::non_negative_finite());
+      ->check(tg::app::in_range(0L, 1L << 31));
   sub->add_option("--live-check-draws", c.live_check.draws, "Extra encodings per checked tensor (own Philox keys)")
-      ->check(CLI::Range(2u, 1u << 20));
+      ->check(tg::app::in_range(2u, 1u << 20));
   sub->add_option("--live-check-alpha", c.live_check.alpha_total,
                   "False-fail budget of the whole run, split over the planned checks and tensors")
       ->check(tg::app::positive_finite());  // and below 1: checked with the model (LiveChecker)
@@ -114,7 +114,7 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
                   "Tensors to check: largest (default), all, or comma-separated names or indices of ternary tensors");
   sub->add_option("--dump-step", c.dump_step,
                   "Write that step's exchange (every worker's payload bytes per tensor, the gradients) to --out/dump-step<N>")
-      ->check(tg::app::non_negative_finite());
+      ->check(tg::app::in_range(0L, 1L << 31));
   sub->add_option("--json", cli.json, "Also write the run summary as JSON to FILE ('-': on stdout, instead of the text)");
 }
 
@@ -225,11 +225,11 @@ static std::vector<Command> train_commands() {
     Command c;
     c.add_fn = [opts](CLI::App& app) {
       CLI::App* sub = app.add_subcommand("launch", "Start N local ranks of `terngrad train` over c10d/Gloo: launch --nproc N -- <train options>");
-      sub->add_option("--nproc", opts->nproc, "Number of ranks")->check(CLI::Range(1, 256));
+      sub->add_option("--nproc", opts->nproc, "Number of ranks")->check(tg::app::in_range(1, 256));
       sub->add_option("--addr", opts->addr, "Loopback address of the store");
-      sub->add_option("--port", opts->port, "Store port (0: a free one)")->check(CLI::Range(0, 65535));
+      sub->add_option("--port", opts->port, "Store port (0: a free one)")->check(tg::app::in_range(0, 65535));
       sub->add_option("--grace-s", opts->grace_s, "After a rank fails, seconds the others get to exit before being killed")
-          ->check(CLI::Range(0.0, 86400.0));
+          ->check(tg::app::in_range(0.0, 86400.0));
       sub->add_option("train_options", opts->train_args, "Options of `terngrad train`, after --");
       return sub;
     };
@@ -248,9 +248,9 @@ static std::vector<Command> train_commands() {
       CLI::App* sub = app.add_subcommand("train-store", "Host the rendezvous store of a multi-process run (for --external-store)");
       sub->group("");
       sub->add_option("--addr", opts->addr, "Address");
-      sub->add_option("--port", opts->port, "Port")->check(CLI::Range(1, 65535));
-      sub->add_option("--world-size", opts->world, "Number of ranks")->check(CLI::Range(1, 1024));
-      sub->add_option("--timeout-s", opts->timeout_s, "Serve for at most this long")->check(CLI::Range(0.1, 86400.0));
+      sub->add_option("--port", opts->port, "Port")->check(tg::app::in_range(1, 65535));
+      sub->add_option("--world-size", opts->world, "Number of ranks")->check(tg::app::in_range(1, 1024));
+      sub->add_option("--timeout-s", opts->timeout_s, "Serve for at most this long")->check(tg::app::in_range(0.1, 86400.0));
       return sub;
     };
     c.run_fn = [opts] {

@@ -250,10 +250,10 @@ static Command verify_command() {
     sub->add_option("--alpha", opts->alpha,
                     "Total false-fail probability of the run (default: the profile's, 1e-6 for quick and ci, 1e-9 "
                     "for full; 1e-6 with --samples)")
-        ->check(CLI::Range(1e-300, 0.5))
+        ->check(tg::app::in_range(1e-300, 0.5))
         ->default_str("profile's");
     sub->add_option("--beta", opts->beta, "1 - power at which detectable effects are stated")
-        ->check(CLI::Range(1e-300, 0.5))
+        ->check(tg::app::in_range(1e-300, 0.5))
         ->default_str("1e-3");
     sub->add_option("--json", opts->json, "Write the results as JSON to FILE ('-': on stdout, instead of the table)");
     sub->add_option("--junit", opts->junit, "Write the results as JUnit XML to FILE ('-': on stdout, instead of the table)");
@@ -277,7 +277,7 @@ static Command verify_command() {
                     std::string("External command the self-test checks as a correct implementation (default: '") +
                         kExampleCommand + "' when present; 'none' to leave out)");
     sub->add_option("--exec-timeout", opts->exec_timeout, "Seconds an external codec may take per call")
-        ->check(CLI::Range(0.001, 86400.0))
+        ->check(tg::app::in_range(0.001, 86400.0))
         ->capture_default_str();
     sub->add_flag("--no-progress", opts->no_progress, "No progress line on stderr");
     sub->add_flag("--verbose", opts->verbose, "Self-test: print every run's full table");
@@ -300,7 +300,7 @@ static Command verify_command() {
         ->capture_default_str()
         ->needs(samples);
     sub->add_option("--scalar", opts->scalar, "With --samples: the shared scalar the draws were asked for, if any")
-        ->check(CLI::Range(0.0, 3.4e38))
+        ->check(tg::app::in_range(0.0, 3.4e38))
         ->needs(samples);
     for (const char* other : {"--impl", "--profile", "--seed", "--self-test", "--example", "--exec-timeout"})
       samples->excludes(sub->get_option(other));

@@ -8,7 +8,10 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +21,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <vector>
 
 #include <sys/stat.h>
@@ -35,6 +39,62 @@ struct Command {
   bool selected() const { return sub && sub->parsed(); }
   int run() const { return run_fn(); }
 };
+
+// A number option's value in [lo, hi], its form checked before CLI11 converts it, with one message that
+// says what the option takes: "must be a whole number in [1, 4096], got '1.5'", "must be a number in
+// [1e-12, 0.5], got 1e-400". CLI::Range said "Value abc not in range 1 to 4096" for a word, printed
+// 1e-12 as 0.000000, and let a fraction or an exponent through to "Could not convert". A whole number is
+// decimal digits (a leading '-' only where lo < 0); a number is what strtod reads whole, finite.
+namespace detail {
+inline std::string bound_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+template <typename T>
+std::string bound_text(T v) requires std::is_integral_v<T> { return std::to_string(v); }
+}  // namespace detail
+
+template <typename T>
+CLI::Validator in_range(T lo, T hi) {
+  static_assert(std::is_arithmetic_v<T>);
+  const std::string range = "[" + detail::bound_text(lo) + ", " + detail::bound_text(hi) + "]";
+  const std::string what = std::is_integral_v<T> ? "must be a whole number in " + range : "must be a number in " + range;
+  return CLI::Validator(
+      [lo, hi, what](std::string& text) {
+        const std::string shown = text.substr(0, 40);
+        const std::string quoted = "'" + shown + "'";
+        errno = 0;
+        char* end = nullptr;
+        if constexpr (std::is_integral_v<T>) {
+          bool ok = !text.empty() && text.size() <= 21;
+          for (std::size_t i = 0; i < text.size() && ok; ++i)
+            ok = (text[i] >= '0' && text[i] <= '9') || (i == 0 && text[i] == '-' && text.size() > 1 && lo < 0);
+          if (!ok) return what + ", got " + quoted;
+          bool in = false;
+          if (text[0] == '-') {
+            const long long v = std::strtoll(text.c_str(), &end, 10);
+            in = errno != ERANGE && static_cast<long double>(v) >= static_cast<long double>(lo) &&
+                 static_cast<long double>(v) <= static_cast<long double>(hi);
+          } else {
+            const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+            in = errno != ERANGE && static_cast<long double>(v) >= static_cast<long double>(lo) &&
+                 static_cast<long double>(v) <= static_cast<long double>(hi);
+          }
+          return in ? std::string() : what + ", got " + shown;
+        } else {
+          const double v = std::strtod(text.c_str(), &end);
+          if (text.empty() || end != text.c_str() + text.size() || std::isspace(static_cast<unsigned char>(text[0])))
+            return what + ", got " + quoted;
+          if (!std::isfinite(v) && errno != ERANGE) return what + ", got " + quoted;  // nan, inf
+          // an overflow is out of range; an underflow (1e-400) reads as the subnormal or 0 it rounds to
+          if ((errno == ERANGE && std::fabs(v) > 1.0) || !(v >= static_cast<double>(lo) && v <= static_cast<double>(hi)))
+            return what + ", got " + shown;
+          return std::string();
+        }
+      },
+      std::string(CLI::detail::type_name<T>()) + " in " + range);
+}
 
 // CLI11 checks for a finite number > 0, or >= 0, whose message names the value (CLI::PositiveNumber and
 // CLI::NonNegativeNumber print the whole of DBL_MAX as the range's end).
@@ -182,8 +242,10 @@ inline CLI::Option* hidden_alias<bool>(CLI::App* sub, const std::string& alias, 
 
 // Numbers mean what they say, for every option of every subcommand (called once in main, after the
 // subcommands are added): an unsigned option (seeds, counts) takes exactly a decimal integer in
-// [0, 2^64), so "-1" and "18446744073709551616" are refused instead of becoming 2^64-1; a floating
-// option refuses NaN and +-Inf (none of the program's options has a meaning for them).
+// [0, 2^64), so "-1" and "18446744073709551616" are refused instead of becoming 2^64-1; a signed one
+// exactly a decimal integer ("1.5" and "1e3" are refused, naming the option); a floating option refuses
+// NaN and +-Inf (none of the program's options has a meaning for them). An option narrower than 64 bits
+// states its range with in_range; main() words any conversion CLI11 still refuses as "cannot take".
 void strict_numbers(CLI::App& app);
 
 // Runs fn, turning every exception (tg::Error, std::exception, anything else) into one line on stderr

@@ -136,7 +136,17 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);  // an unknown word is then named: "argument was not expected: X"
   app.failure_message([](const CLI::App* a, const CLI::Error& e) {  // one line per error, naming the subcommand
     const std::string where = where_of(*a);
-    return where + ": " + e.what() + " (see " + where + " --help)\n";
+    std::string what = e.what();
+    // CLI11's "Could not convert: --x = v" (a value that passed the checks but does not fit the option's
+    // type) named neither the problem nor the cure
+    const std::string prefix = "Could not convert: ";
+    if (dynamic_cast<const CLI::ConversionError*>(&e) && what.rfind(prefix, 0) == 0) {
+      const std::size_t eq = what.find(" = ", prefix.size());
+      if (eq != std::string::npos)
+        what = what.substr(prefix.size(), eq - prefix.size()) + ": cannot take '" + what.substr(eq + 3, 40) +
+               "' (not a value of the option's type; its type and range are in --help)";
+    }
+    return where + ": " + what + " (see " + where + " --help)\n";
   });
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   app.option_defaults()->always_capture_default();  // every --help shows each option's default

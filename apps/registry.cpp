@@ -56,6 +56,21 @@ CLI::Validator unsigned_exact() {
       "");
 }
 
+CLI::Validator signed_exact() {
+  return CLI::Validator(
+      [](std::string& text) {
+        bool digits = !text.empty() && text.size() <= 20;
+        for (std::size_t i = 0; i < text.size() && digits; ++i)
+          digits = (text[i] >= '0' && text[i] <= '9') || (i == 0 && text[i] == '-' && text.size() > 1);
+        if (!digits) return "must be a whole number, got '" + text.substr(0, 40) + "'";
+        errno = 0;
+        (void)std::strtoll(text.c_str(), nullptr, 10);
+        if (errno == ERANGE) return "must be a whole number in [-2^63, 2^63), got " + text.substr(0, 40) + " (too large)";
+        return std::string();
+      },
+      "");
+}
+
 CLI::Validator finite_number() {
   return CLI::Validator(
       [](std::string& text) {
@@ -76,6 +91,7 @@ void strict_options(CLI::App* app) {
     const std::string type = opt->get_type_name();
     // get_type_name() is "UINT", "FLOAT", or that followed by the validators' descriptions
     if (type.rfind("UINT", 0) == 0) opt->check(unsigned_exact());
+    else if (type.rfind("INT", 0) == 0) opt->check(signed_exact());
     else if (type.rfind("FLOAT", 0) == 0) opt->check(finite_number());
   }
 }
