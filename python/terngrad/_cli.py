@@ -54,10 +54,10 @@ def _probability(text):
 
 
 def _seed(text):
-    try:
-        v = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an unsigned integer") from None
+    # decimal digits only, as the C++ program takes it: int(text, 0) also read '0x10', '1_000' and ' 12'
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"'{text[:40]}' is not an unsigned integer (decimal digits)")
+    v = int(text)
     if not 0 <= v < 2**64:
         raise argparse.ArgumentTypeError(f"{text} is not in [0, 2^64)")
     return v

@@ -66,6 +66,11 @@ def test_verify_python_draw_function(tmp_path):
     (["verify", "--supports", "clip,magic"], "unknown capability 'magic'"),
     (["verify", "--alpha", "0.9"], "0.9 is not in [1e-300, 0.5]"),
     (["verify", "--seed", "x"], "'x' is not an unsigned integer"),
+    (["verify", "--seed", "0x10"], "'0x10' is not an unsigned integer"),  # the C++ program refuses it too
+    (["verify", "--seed", "1_000"], "'1_000' is not an unsigned integer"),
+    (["verify", "--seed", "1e3"], "'1e3' is not an unsigned integer"),
+    (["verify", "--seed", "18446744073709551616"], "18446744073709551616 is not in [0, 2^64)"),
+    (["verify", "--alpha", "nan"], "nan is not in [1e-300, 0.5]"),
     (["verify", "--impl", "fastest"], "unknown --impl 'fastest'"),
     (["verify", "--impl", "python:no_such_module:draw"], "No module named 'no_such_module'"),
     (["verify", "--clip", "clip"], "--clip needs --samples"),
