@@ -44,6 +44,15 @@ from ._core import (  # noqa: F401  (re-exported API)
     variance_identity,
 )
 
+from ._args import explained as _explained
+
+# The keyed functions name an out-of-type seed, worker, tensor, step or count (nanobind's own TypeError
+# names none of them): terngrad._args.
+for _name in ("encode", "encode_with_scalar", "encode_layers", "ternarize", "ternarize_steps", "philox_uniforms",
+              "tensor_stats", "tensor_scalar", "clip_bound", "body_bytes"):
+    globals()[_name] = _explained(globals()[_name])
+del _name
+
 
 def mask_entropy_bits(trits):
     """Empirical entropy, in bits per element, of the symbols {-1, 0, +1} of a trit array: the

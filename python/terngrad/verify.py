@@ -46,3 +46,8 @@ __all__ = [
     "bernstein_threshold",
 ]
 globals().update({name: getattr(_v, name) for name in __all__})
+# run and compare name an out-of-type seed, d or steps (terngrad._args)
+from ._args import explained as _explained  # noqa: E402
+
+run = _explained(_v.run)
+compare = _explained(_v.compare)

@@ -254,8 +254,22 @@ def test_bad_options_are_value_errors():
         tg.encode(g, packing="float32")
     with pytest.raises(ValueError, match="unknown codec"):
         tg.encode(g, codec="cuda9")
-    with pytest.raises(TypeError):
-        tg.encode(g, seed=-1)  # seeds are unsigned 64-bit
+    # seeds are unsigned 64-bit, worker/tensor/step 32-bit: the argument named, not nanobind's generic TypeError
+    with pytest.raises(ValueError, match=r"encode\(\): seed must be an integer in \[0, 2\^64\), got -1"):
+        tg.encode(g, seed=-1)
+    with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\^64\), got 18446744073709551616"):
+        tg.encode(g, 2**64)  # positional too
+    with pytest.raises(ValueError, match=r"encode_with_scalar\(\): worker must be an integer in \[0, 2\^32\)"):
+        tg.encode_with_scalar(g, 1.0, worker=2**32)
+    with pytest.raises(TypeError, match=r"encode\(\): step must be an integer, got float 1.5"):
+        tg.encode(g, step=1.5)
+    with pytest.raises(ValueError, match=r"ternarize_steps\(\): draws must be an integer in \[0, 2\^32\)"):
+        tg.ternarize_steps(g, -2)
+    with pytest.raises(ValueError, match=r"philox_uniforms\(\): tensor must be an integer"):
+        tg.philox_uniforms(4, tensor=-1)
+    assert tg.encode(g, seed=np.uint64(2**64 - 1)) == tg.encode(g, seed=2**64 - 1)  # NumPy integers stay accepted
+    with pytest.raises(TypeError, match="incompatible function arguments"):
+        tg.encode(g, clip=5)  # not an integer argument: nanobind's message, unchanged
 
 
 def _with_body(payload, body):

@@ -288,6 +288,11 @@ def test_compare_names_and_functions_bit_for_bit():
     assert "trit" in diff.first_difference.difference
     assert "verdict: DIFFERENT" in diff.table()
     assert json.loads(diff.to_json())["identical"] is False
+    # an out-of-type seed, d or steps is named (nanobind's own TypeError names no argument)
+    with pytest.raises(ValueError, match=r"compare\(\): d must be an integer in \[0, 2\^64\), got -5"):
+        tv.compare("reference", "optimized", d=-5)
+    with pytest.raises(ValueError, match=r"run\(\): seed must be an integer in \[0, 2\^64\), got -1"):
+        tv.run("optimized", profile="quick", seed=-1)
 
 
 def test_run_reports_what_a_broken_function_returns():

@@ -1,0 +1,53 @@
+"""terngrad._args: a clear error for a stream-key or count argument outside its C++ type.
+
+The bindings take seed as an unsigned 64-bit integer and worker, tensor and step as unsigned 32-bit
+ones. nanobind refuses anything else with one generic TypeError ("incompatible function arguments",
+the signature, the argument types) that does not say which argument is wrong or why. `explained`
+wraps a binding: when that TypeError comes, it finds the argument that caused it and raises instead
+ValueError "encode(): seed must be an integer in [0, 2^64), got -1" or TypeError "encode(): seed must
+be an integer, got float". Anything else (and any case it cannot pin down) is raised as it was.
+"""
+import functools
+import operator
+import re
+
+# argument name -> bits of its unsigned C++ type
+_UNSIGNED_BITS = {
+    "seed": 64, "worker": 32, "tensor": 32, "step": 32, "first_step": 32,
+    "n": 64, "draws": 32, "float_below": 64, "steps": 32, "d": 64,
+}
+
+
+def _diagnose(name, args, kwargs, message):
+    # the signature nanobind prints: "1. encode(g: object, seed: int = 0, ...) -> object"
+    sig = re.search(r"\d+\. \w+\((.*)\) ->", message)
+    params = re.findall(r"(?:^|, )(\w+):", sig.group(1)) if sig else []
+    given = dict(zip(params, args))
+    given.update(kwargs)
+    for arg, value in given.items():
+        bits = _UNSIGNED_BITS.get(arg)
+        if bits is None:
+            continue
+        try:
+            v = operator.index(value)
+        except TypeError:
+            return TypeError(f"{name}(): {arg} must be an integer, got {type(value).__name__} {value!r:.40}")
+        if not 0 <= v < 2 ** bits:
+            return ValueError(f"{name}(): {arg} must be an integer in [0, 2^{bits}), got {v}")
+    return None
+
+
+def explained(fn):
+    """fn, raising a named error for an out-of-type integer argument (see the module's text)."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except TypeError as e:
+            if "incompatible function arguments" not in str(e):
+                raise
+            better = _diagnose(getattr(fn, "__name__", "function"), args, kwargs, str(e))
+            if better is None:
+                raise
+            raise better from None
+    return call
