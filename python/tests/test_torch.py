@@ -39,6 +39,25 @@ def test_without_torch_import_error_names_the_package():
 
 
 @needs_torch
+def test_state_refuses_bad_keys_up_front():
+    from terngrad.torch import TernGradState
+
+    for kw, error, message in (
+        ({"seed": -1}, ValueError, r"seed must be in \[0, 2\^64\), got -1"),
+        ({"seed": 2**64}, ValueError, r"seed must be in \[0, 2\^64\)"),
+        ({"seed": 1.5}, TypeError, "seed must be an integer, got float 1.5"),  # int() truncated it to 1
+        ({"step": 2**32}, ValueError, r"step must be in \[0, 2\^32\)"),
+        ({"float_below": -3}, ValueError, "float_below must be in"),
+        ({"c": float("nan")}, ValueError, "c must be a finite number > 0"),
+        ({"c": 0}, ValueError, "c must be a finite number > 0"),
+    ):
+        with pytest.raises(error, match=message):
+            TernGradState(**kw)
+    state = TernGradState(seed=np.uint64(2**64 - 1), c=np.float32(2.5))  # NumPy scalars stay accepted
+    assert state.seed == 2**64 - 1 and state.c == 2.5
+
+
+@needs_torch
 def test_as_numpy_is_a_view_and_refuses_what_it_cannot_read_in_place():
     import torch
     import terngrad.torch as tt

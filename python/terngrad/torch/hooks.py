@@ -24,6 +24,9 @@ The hook returns a torch Future holding the mean (a new tensor: the bucket buffe
 counter advances after the last bucket of a backward pass; `state.step` can be set (or state_dict()/
 load_state_dict() used) to resume the key sequence.
 """
+import math
+import numbers
+import operator
 import struct
 
 import numpy as np
@@ -32,6 +35,19 @@ import torch.distributed as dist
 
 from .. import _core
 from . import FLOAT_ALWAYS, as_numpy
+
+
+def _whole(name, value, bits):
+    """value as an int in [0, 2^bits), or a ValueError/TypeError naming the argument."""
+    if isinstance(value, bool):
+        raise TypeError(f"TernGradState: {name} must be an integer, got bool")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"TernGradState: {name} must be an integer, got {type(value).__name__} {value!r:.40}") from None
+    if not 0 <= v < 2**bits:
+        raise ValueError(f"TernGradState: {name} must be in [0, 2^{bits}), got {v}")
+    return v
 
 
 def codec_encoder(g, scalar, *, seed, worker, tensor, step, clip, c, packing, codec, stats=None, as_array=False):
@@ -78,15 +94,18 @@ class TernGradState:
             raise ValueError(f"clip must be one of {_core.CLIP_MODES}, got {clip!r}")
         if packing not in _core.PACKINGS:
             raise ValueError(f"packing must be one of {_core.PACKINGS}, got {packing!r}")
-        if not (0 <= step < 2**32):
-            raise ValueError("step must be in [0, 2^32)")
-        self.seed = int(seed)
+        # checked here, not at the first backward pass; a fraction is refused, not truncated by int()
+        seed, step, float_below = (_whole(name, v, bits) for name, v, bits in
+                                   (("seed", seed, 64), ("step", step, 32), ("float_below", float_below, 64)))
+        if not (isinstance(c, numbers.Real) and not isinstance(c, bool) and math.isfinite(c) and c > 0):
+            raise ValueError(f"TernGradState: c must be a finite number > 0, got {c!r:.40}")
+        self.seed = seed
         self.clip = clip
         self.c = float(c)
         self.packing = packing
         self.shared_scalar = bool(shared_scalar)
-        self.float_below = int(float_below)
-        self.step = int(step)
+        self.float_below = float_below
+        self.step = step
         self.codec = codec
         self.process_group = process_group
         self.live_check = live_check
