@@ -42,30 +42,21 @@ int guarded(const char* command, const std::function<int()>& fn) {
 
 namespace {
 
-CLI::Validator unsigned_exact() {
+// Exactly a decimal integer of a 64-bit type: digits only (and a leading '-' when signed), within the type.
+CLI::Validator exact_integer(bool is_signed) {
+  const std::string range = is_signed ? "[-2^63, 2^63)" : "[0, 2^64)";
   return CLI::Validator(
-      [](std::string& text) {
-        bool digits = !text.empty() && text.size() <= 20;
-        for (char ch : text) digits = digits && ch >= '0' && ch <= '9';
-        if (!digits) return "must be a whole number in [0, 2^64), got '" + text.substr(0, 40) + "'";
-        errno = 0;
-        (void)std::strtoull(text.c_str(), nullptr, 10);
-        if (errno == ERANGE) return "must be a whole number in [0, 2^64), got " + text.substr(0, 40) + " (too large)";
-        return std::string();
-      },
-      "");
-}
-
-CLI::Validator signed_exact() {
-  return CLI::Validator(
-      [](std::string& text) {
+      [is_signed, range](std::string& text) {
         bool digits = !text.empty() && text.size() <= 20;
         for (std::size_t i = 0; i < text.size() && digits; ++i)
-          digits = (text[i] >= '0' && text[i] <= '9') || (i == 0 && text[i] == '-' && text.size() > 1);
-        if (!digits) return "must be a whole number, got '" + text.substr(0, 40) + "'";
+          digits = (text[i] >= '0' && text[i] <= '9') || (is_signed && i == 0 && text[i] == '-' && text.size() > 1);
+        if (!digits) return "must be a whole number in " + range + ", got '" + text.substr(0, 40) + "'";
         errno = 0;
-        (void)std::strtoll(text.c_str(), nullptr, 10);
-        if (errno == ERANGE) return "must be a whole number in [-2^63, 2^63), got " + text.substr(0, 40) + " (too large)";
+        if (is_signed)
+          (void)std::strtoll(text.c_str(), nullptr, 10);
+        else
+          (void)std::strtoull(text.c_str(), nullptr, 10);
+        if (errno == ERANGE) return "must be a whole number in " + range + ", got " + text.substr(0, 40) + " (too large)";
         return std::string();
       },
       "");
@@ -90,8 +81,8 @@ void strict_options(CLI::App* app) {
   for (CLI::Option* opt : app->get_options()) {
     const std::string type = opt->get_type_name();
     // get_type_name() is "UINT", "FLOAT", or that followed by the validators' descriptions
-    if (type.rfind("UINT", 0) == 0) opt->check(unsigned_exact());
-    else if (type.rfind("INT", 0) == 0) opt->check(signed_exact());
+    if (type.rfind("UINT", 0) == 0) opt->check(exact_integer(false));
+    else if (type.rfind("INT", 0) == 0) opt->check(exact_integer(true));
     else if (type.rfind("FLOAT", 0) == 0) opt->check(finite_number());
   }
 }
