@@ -46,10 +46,10 @@ from ._core import (  # noqa: F401  (re-exported API)
 
 from ._args import explained as _explained
 
-# The keyed functions name an out-of-type seed, worker, tensor, step or count (nanobind's own TypeError
-# names none of them): terngrad._args.
-for _name in ("encode", "encode_with_scalar", "encode_layers", "ternarize", "ternarize_steps", "philox_uniforms",
-              "tensor_stats", "tensor_scalar", "clip_bound", "body_bytes"):
+# Every binding names an out-of-type seed, worker, tensor, step or count, and a non-integer where it takes
+# an integer (nanobind's own TypeError names no argument): terngrad._args.
+for _name in [n for n, f in globals().items()
+              if callable(f) and not isinstance(f, type) and type(f).__module__ == "nanobind"]:
     globals()[_name] = _explained(globals()[_name])
 del _name
 

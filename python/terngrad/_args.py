@@ -4,8 +4,9 @@ The bindings take seed as an unsigned 64-bit integer and worker, tensor and step
 ones. nanobind refuses anything else with one generic TypeError ("incompatible function arguments",
 the signature, the argument types) that does not say which argument is wrong or why. `explained`
 wraps a binding: when that TypeError comes, it finds the argument that caused it and raises instead
-ValueError "encode(): seed must be an integer in [0, 2^64), got -1" or TypeError "encode(): seed must
-be an integer, got float". Anything else (and any case it cannot pin down) is raised as it was.
+ValueError "encode(): seed must be an integer in [0, 2^64), got -1", or TypeError "encode(): seed must
+be an integer, got float" (for every argument the signature types as int, not only the table's).
+Anything else (and any case it cannot pin down) is raised as it was.
 """
 import functools
 import operator
@@ -21,18 +22,19 @@ _UNSIGNED_BITS = {
 def _diagnose(name, args, kwargs, message):
     # the signature nanobind prints: "1. encode(g: object, seed: int = 0, ...) -> object"
     sig = re.search(r"\d+\. \w+\((.*)\) ->", message)
-    params = re.findall(r"(?:^|, )(\w+):", sig.group(1)) if sig else []
-    given = dict(zip(params, args))
+    params = re.findall(r"(?:^|, )(\w+): (\w+)", sig.group(1)) if sig else []
+    given = dict(zip((p for p, _ in params), args))
     given.update(kwargs)
+    integers = {p for p, annotation in params if annotation == "int"} | set(_UNSIGNED_BITS)
     for arg, value in given.items():
-        bits = _UNSIGNED_BITS.get(arg)
-        if bits is None:
+        if arg not in integers:
             continue
         try:
             v = operator.index(value)
         except TypeError:
             return TypeError(f"{name}(): {arg} must be an integer, got {type(value).__name__} {value!r:.40}")
-        if not 0 <= v < 2 ** bits:
+        bits = _UNSIGNED_BITS.get(arg)  # an int argument not in the table: its form is checked, not its range
+        if bits is not None and not 0 <= v < 2 ** bits:
             return ValueError(f"{name}(): {arg} must be an integer in [0, 2^{bits}), got {v}")
     return None
 

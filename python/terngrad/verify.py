@@ -46,8 +46,9 @@ __all__ = [
     "bernstein_threshold",
 ]
 globals().update({name: getattr(_v, name) for name in __all__})
-# run and compare name an out-of-type seed, d or steps (terngrad._args)
+# the functions name an out-of-type seed, d, steps or count (terngrad._args)
 from ._args import explained as _explained  # noqa: E402
 
-run = _explained(_v.run)
-compare = _explained(_v.compare)
+for _name in ("run", "compare", "check_samples", "check_values", "clopper_pearson", "bernstein_threshold"):
+    globals()[_name] = _explained(getattr(_v, _name))
+del _name

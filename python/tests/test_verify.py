@@ -293,6 +293,8 @@ def test_compare_names_and_functions_bit_for_bit():
         tv.compare("reference", "optimized", d=-5)
     with pytest.raises(ValueError, match=r"run\(\): seed must be an integer in \[0, 2\^64\), got -1"):
         tv.run("optimized", profile="quick", seed=-1)
+    with pytest.raises(TypeError, match=r"clopper_pearson\(\): k must be an integer, got float 2.5"):
+        tv.clopper_pearson(10, 2.5, 0.05)  # an int argument outside the key table: its form is named too
 
 
 def test_run_reports_what_a_broken_function_returns():
