@@ -65,7 +65,6 @@ CLI::Validator in_range(T lo, T hi) {
         const std::string shown = text.substr(0, 40);
         const std::string quoted = "'" + shown + "'";
         errno = 0;
-        char* end = nullptr;
         if constexpr (std::is_integral_v<T>) {
           bool ok = !text.empty() && text.size() <= 21;
           for (std::size_t i = 0; i < text.size() && ok; ++i)
@@ -73,16 +72,17 @@ CLI::Validator in_range(T lo, T hi) {
           if (!ok) return what + ", got " + quoted;
           bool in = false;
           if (text[0] == '-') {
-            const long long v = std::strtoll(text.c_str(), &end, 10);
+            const long long v = std::strtoll(text.c_str(), nullptr, 10);
             in = errno != ERANGE && static_cast<long double>(v) >= static_cast<long double>(lo) &&
                  static_cast<long double>(v) <= static_cast<long double>(hi);
           } else {
-            const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+            const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
             in = errno != ERANGE && static_cast<long double>(v) >= static_cast<long double>(lo) &&
                  static_cast<long double>(v) <= static_cast<long double>(hi);
           }
           return in ? std::string() : what + ", got " + shown;
         } else {
+          char* end = nullptr;
           const double v = std::strtod(text.c_str(), &end);
           if (text.empty() || end != text.c_str() + text.size() || std::isspace(static_cast<unsigned char>(text[0])))
             return what + ", got " + quoted;

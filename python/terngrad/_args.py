@@ -19,6 +19,18 @@ _UNSIGNED_BITS = {
 }
 
 
+def whole(where, name, value, bits=None):
+    """value as an int (NumPy integers too), in [0, 2^bits) when bits is given; otherwise TypeError or
+    ValueError "<where>: <name> must be an integer [in [0, 2^bits)], got ..."."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{where}: {name} must be an integer, got {type(value).__name__} {value!r:.40}") from None
+    if bits is not None and not 0 <= v < 2**bits:
+        raise ValueError(f"{where}: {name} must be an integer in [0, 2^{bits}), got {v}")
+    return v
+
+
 def _diagnose(name, args, kwargs, message):
     # the signature nanobind prints: "1. encode(g: object, seed: int = 0, ...) -> object"
     sig = re.search(r"\d+\. \w+\((.*)\) ->", message)
@@ -27,15 +39,11 @@ def _diagnose(name, args, kwargs, message):
     given.update(kwargs)
     integers = {p for p, annotation in params if annotation == "int"} | set(_UNSIGNED_BITS)
     for arg, value in given.items():
-        if arg not in integers:
-            continue
-        try:
-            v = operator.index(value)
-        except TypeError:
-            return TypeError(f"{name}(): {arg} must be an integer, got {type(value).__name__} {value!r:.40}")
-        bits = _UNSIGNED_BITS.get(arg)  # an int argument not in the table: its form is checked, not its range
-        if bits is not None and not 0 <= v < 2 ** bits:
-            return ValueError(f"{name}(): {arg} must be an integer in [0, 2^{bits}), got {v}")
+        if arg in integers:
+            try:  # an int argument not in the table: its form is checked, not its range
+                whole(f"{name}()", arg, value, _UNSIGNED_BITS.get(arg))
+            except (TypeError, ValueError) as e:
+                return e
     return None
 
 

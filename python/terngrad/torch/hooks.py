@@ -26,7 +26,6 @@ load_state_dict() used) to resume the key sequence.
 """
 import math
 import numbers
-import operator
 import struct
 
 import numpy as np
@@ -34,20 +33,15 @@ import torch
 import torch.distributed as dist
 
 from .. import _core
+from .._args import whole
 from . import FLOAT_ALWAYS, as_numpy
 
 
 def _whole(name, value, bits):
-    """value as an int in [0, 2^bits), or a ValueError/TypeError naming the argument."""
+    """value as an int in [0, 2^bits), or a ValueError/TypeError naming the argument (a bool refused)."""
     if isinstance(value, bool):
         raise TypeError(f"TernGradState: {name} must be an integer, got bool")
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise TypeError(f"TernGradState: {name} must be an integer, got {type(value).__name__} {value!r:.40}") from None
-    if not 0 <= v < 2**bits:
-        raise ValueError(f"TernGradState: {name} must be in [0, 2^{bits}), got {v}")
-    return v
+    return whole("TernGradState", name, value, bits)
 
 
 def codec_encoder(g, scalar, *, seed, worker, tensor, step, clip, c, packing, codec, stats=None, as_array=False):
