@@ -46,23 +46,23 @@ def test_reference_draws_pass_with_the_stated_budget():
     r = tv.check_samples(g, trits, np.full(256, s, np.float32))
     assert r.passed, r.table()
     # 4096 elements x 256 draws: blocks of 8 (offsets 0 and 4) and of 64, lags 64, 512 and d/2; sure keeps
-    assert r.impl == "samples" and r.decisions == 10
+    assert r.impl == "samples" and r.decisions == 11
     assert math.isclose(r.alpha_each * r.decisions, 1e-6)
     assert [row.id for row in r.rows] == [
-        "structure/samples", "unbiased/samples", "unbiased-pooled/samples", "variance/samples",
+        "structure/samples", "unbiased/samples", "unbiased-pooled/samples", "unbiased-drift/samples", "variance/samples",
         "independence/samples/blocks of 8", "independence/samples/blocks of 8 at +4",
         "independence/samples/blocks of 64", "independence/samples/lag 64", "independence/samples/lag 512",
         "independence/samples/lag d/2", "sure-keeps/all jobs"]
     assert r.rows[0].kind == "exact" and all(row.kind == "stat" for row in r.rows[1:])
-    assert all(math.isclose(row.alpha, 1e-6 / 10) for row in r.rows[1:])
+    assert all(math.isclose(row.alpha, 1e-6 / 11) for row in r.rows[1:])
     assert all(0 <= row.p for row in r.rows[1:])
     assert all(math.isfinite(row.z) for row in r.rows[2:-1])  # the Bernstein rows are standardized
     assert r.rows[-1].statistic.startswith("0 misses in")  # the maximum, kept in every draw
     assert "samples given by the caller" in r.table()
     doc = json.loads(r.to_json())
-    assert doc["pass"] is True and doc["runs"][0]["decisions"] == 10
+    assert doc["pass"] is True and doc["runs"][0]["decisions"] == 11
     no_ind = tv.check_samples(g, trits, np.full(256, s, np.float32), independence=False, alpha=1e-3)
-    assert no_ind.decisions == 4 and math.isclose(no_ind.alpha_each, 1e-3 / 4)
+    assert no_ind.decisions == 5 and math.isclose(no_ind.alpha_each, 1e-3 / 5)
 
 
 def test_check_values_reads_decoded_estimates_like_check_samples():
@@ -99,6 +99,8 @@ def broken_values(kind, g, draws, rng):
         keep = np.broadcast_to(p > 0.5, (draws, g.size))
     elif kind == "biased":  # keeps 10% too rarely
         keep = rng.random((draws, g.size)) < 0.9 * p
+    elif kind == "sign-drift":  # keeps positives 10% too rarely and negatives 10% too often: a drift
+        keep = rng.random((draws, g.size)) < np.minimum(1, np.where(g > 0, 0.9, 1.1) * p)[None, :]
     elif kind == "shared-uniform":  # one uniform per block of 4 neighbours
         u = np.repeat(rng.random((draws, g.size // 4)), 4, axis=1)
         keep = u < p[None, :]
@@ -117,6 +119,7 @@ def broken_values(kind, g, draws, rng):
 @pytest.mark.parametrize("kind,check", [
     ("deterministic", "unbiased"),
     ("biased", "unbiased"),
+    ("sign-drift", "unbiased-drift"),
     ("shared-uniform", "independence"),
     ("l2-scalar", "structure"),
     ("sign-error", "structure"),
@@ -136,6 +139,14 @@ def test_broken_codecs_fail_the_check_that_targets_them(kind, check):
         assert not pooled.passed
     if kind == "half-levels":
         assert "not in {-s, 0, +s}" in rows_of(r, "structure")[0].detail
+    if kind == "sign-drift":
+        # the two errors cancel in the keep rate summed with the signs (that row passes on these draws),
+        # and add up in the drift: every coordinate's mean moves by about -0.1 p s
+        assert rows_of(r, "unbiased-pooled")[0].passed, r.table()
+        drift = rows_of(r, "unbiased-drift")[0]
+        detectable = float(drift.detectable.split(">=")[1].split()[0])
+        mean_p = float(np.mean(np.abs(g)) / np.max(np.abs(g)))
+        assert 0.1 * mean_p > 3 * detectable
 
 
 def test_layers_with_a_shared_scalar():

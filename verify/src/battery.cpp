@@ -289,6 +289,7 @@ Result run_battery(Sampler& sampler, const Options& options) {
     plan.insert(plan.end(), ids.begin(), ids.end());
   }
   if (main_jobs && on("unbiased")) plan.push_back(row_id("unbiased-pooled", "all families"));
+  if (main_jobs && on("unbiased")) plan.push_back(row_id("unbiased-drift", "all families"));
   if (!jobs.empty() && on("structure")) plan.push_back(sure_keeps_id());
   const Gradient streams_grad = gradient("gaussian", GradientVariant::streams);
   if (on("streams"))
@@ -314,12 +315,12 @@ Result run_battery(Sampler& sampler, const Options& options) {
   Progress progress(options.progress, total_units, options.poll);
   Ctx c{sampler, options, res.alpha_each, res.rows, progress};
 
-  double pool_S = 0.0, pool_V = 0.0, pool_N = 0.0;
+  double pool_S = 0.0, pool_D = 0.0, pool_V = 0.0, pool_N = 0.0;
   std::vector<JobOut> outs;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     outs.push_back(run_job(c, jobs[i]));
     if (i < main_jobs || i == large_job) {
-      pool_S += outs.back().pooled_S, pool_V += outs.back().pooled_V;
+      pool_S += outs.back().pooled_S, pool_D += outs.back().drift_S, pool_V += outs.back().pooled_V;
       pool_N += static_cast<double>(jobs[i].steps) * static_cast<double>(jobs[i].grad.size());
     }
     if (i >= main_jobs && i < clip_end) clipping_info(c, jobs[i].grad, jobs[i].params);
@@ -328,6 +329,11 @@ Result run_battery(Sampler& sampler, const Options& options) {
     res.rows.push_back(pooled_bias_row(c, "unbiased-pooled", "all families", pool_S, pool_V, pool_N,
                                        "the pooled statistic summed over every family; each family draws from its own "
                                        "stream seed, so the sums are independent and their variances add"));
+  if (main_jobs && on("unbiased"))
+    res.rows.push_back(pooled_bias_row(c, "unbiased-drift", "all families", pool_D, pool_V, pool_N,
+                                       "the drift statistic summed over every family (independent sums, variances "
+                                       "add)",
+                                       checks::kMeanDrift));
   if (!jobs.empty() && on("structure")) res.rows.push_back(sure_keeps_row(c, outs));
   // layer-wise vs global scalar: both identities are tested above; the ratio is reported here.
   for (std::size_t i = clip_end; i < layerwise_end; ++i) {

@@ -51,7 +51,7 @@ class CodecSampler : public Sampler {
 // Each is the reference codec with one deliberate defect. They never leave this file except
 // through make_mutant_codec; the battery must reject every one (verify --self-test). 1-8 are the classic
 // ones (docs/statistics.md, "Mutants"); 9-14 break the streams' independence in ways a real kernel could, 15-16 the
-// keep probability and the clip statistics.
+// keep probability and the clip statistics, 17-18 the streams again, 19-20 the sign symmetry of the keep rate.
 
 // The reference codec under another name: mutants and variants override what they change.
 class ForwardingCodec : public Codec {
@@ -319,6 +319,37 @@ class F32SigmaNaiveMutant : public MutantCodec {
   }
 };
 
+// 19. stochastic rounding written as floor(g/s + v) with v = the top 9 bits of the uniform: positives round
+// down (keep iff v >= 1 - p: P(keep) = floor(512 p)/512 at most p) and negatives up (keep iff v < p:
+// ceil(512 p)/512 at least p), so every coordinate drifts by about -s/1024 while the keep rate, summed with
+// the signs, stays right.
+class FloorRoundingMutant : public MutantCodec {
+ public:
+  FloorRoundingMutant() : MutantCodec("floor-rounding") {}
+  int element(float g, const ScalarRule& rule, std::uint32_t u) const override {
+    if (rule.scalar == 0.0f || g == 0.0f) return 0;
+    const double p = std::min(static_cast<double>(std::min(abs_float(g), rule.cap)) / static_cast<double>(rule.scalar), 1.0);
+    const double v = static_cast<double>(u >> 23) / 512.0;
+    if (g > 0.0f) return v >= 1.0 - p ? 1 : 0;
+    return v < p ? -1 : 0;
+  }
+};
+
+// 20. a keep rate 1/64 too low for positive entries and 1/64 too high for negative ones (p < 1 only): every
+// coordinate drifts by -p s/64, and nothing else shows it: the keep rate summed with the signs, its bins of
+// p, the variance and the sure keeps are all as the spec's.
+class SignDriftMutant : public MutantCodec {
+ public:
+  SignDriftMutant() : MutantCodec("sign-drift") {}
+  int element(float g, const ScalarRule& rule, std::uint32_t u) const override {
+    if (rule.scalar == 0.0f || g == 0.0f) return 0;
+    const double p = std::min(static_cast<double>(std::min(abs_float(g), rule.cap)) / static_cast<double>(rule.scalar), 1.0);
+    const double q = p >= 1.0 ? 1.0 : std::min(1.0, p * (g > 0.0f ? 63.0 / 64.0 : 65.0 / 64.0));
+    if (!(static_cast<double>(u) < q * 4294967296.0)) return 0;
+    return g < 0.0f ? -1 : 1;
+  }
+};
+
 // ---- correct variants --------------------------------------------------------------------------
 // Implementations that differ from the reference where the specification allows it and must pass
 // the battery. Everything but the difference is forwarded to the reference codec.
@@ -460,6 +491,8 @@ const std::vector<MutantInfo>& mutant_list() {
       {"f32-sigma-naive", "clip sigma from float32 running sums: 0 on 1e-30 data, inf on 1e30 data"},
       {"antithetic-half", "element i + floor(d/2) uses 1 - u of element i (negative correlation at lag d/2)"},
       {"stride-96", "odd runs of 96 elements reuse the uniforms of the run before (a stride bug at lag 96)"},
+      {"floor-rounding", "floor(g/s + v), v a 9-bit uniform: positives round down, negatives up (drift -s/1024)"},
+      {"sign-drift", "keep rate (1 - 1/64) p for positive entries, (1 + 1/64) p for negative ones (drift -p s/64)"},
   };
   return list;
 }
@@ -491,6 +524,8 @@ std::shared_ptr<const Codec> make_mutant_codec(const std::string& name) {
   if (name == "f32-sigma-naive") return std::make_shared<F32SigmaNaiveMutant>();
   if (name == "antithetic-half") return std::make_shared<AntitheticHalfMutant>();
   if (name == "stride-96") return std::make_shared<Stride96Mutant>();
+  if (name == "floor-rounding") return std::make_shared<FloorRoundingMutant>();
+  if (name == "sign-drift") return std::make_shared<SignDriftMutant>();
   std::string known;
   for (const auto& m : mutant_list()) known += (known.empty() ? "" : ", ") + std::string(m.name);
   throw Error(ErrorCode::invalid_argument, "unknown mutant '" + name + "' (known: " + known + ")");

@@ -11,7 +11,7 @@ check() {  # mode, capabilities, and whether some check is left out (skipped) fo
   local out rc rows
   out=$("$terngrad" verify --profile quick --no-progress --impl "exec:$fake --mode $1" --supports "$2" 2>&1); rc=$?
   if [ $rc != 0 ]; then echo "FAIL: --mode $1 --supports $2: exit $rc"; echo "$out" | tail -20; fails=$((fails + 1)); fi
-  rows=('^independence ' '^streams ' '^collision ' '^unbiased-pooled +all families')
+  rows=('^independence ' '^streams ' '^collision ' '^unbiased-pooled +all families' '^unbiased-drift +all families')
   if [ "$3" = skips ]; then rows+=('skipped'); else rows+=('^aggregate\.variance ' '^layerwise\.variance '); fi
   for row in "${rows[@]}"; do
     echo "$out" | grep -qE "$row" || { echo "FAIL: --mode $1: no row matching '$row'"; fails=$((fails + 1)); }

@@ -201,13 +201,13 @@ TEST(CheckSamples, ReferenceDrawsPassEveryCheck) {
   TensorSamples t = x.view();
   Result r = check_samples({&t, 1}, {});
   EXPECT_TRUE(r.pass()) << format_table(r);
-  EXPECT_EQ(r.decisions, 10u);
-  EXPECT_DOUBLE_EQ(r.alpha_each, 1e-6 / 10);
-  ASSERT_EQ(r.rows.size(), 11u) << format_table(r);
+  EXPECT_EQ(r.decisions, 11u);
+  EXPECT_DOUBLE_EQ(r.alpha_each, 1e-6 / 11);
+  ASSERT_EQ(r.rows.size(), 12u) << format_table(r);
   std::vector<std::string> ids;
   for (const auto& row : r.rows) ids.push_back(row.id);
   EXPECT_EQ(ids, (std::vector<std::string>{"structure/samples", "unbiased/samples", "unbiased-pooled/samples",
-                                           "variance/samples", "independence/samples/blocks of 8",
+                                           "unbiased-drift/samples", "variance/samples", "independence/samples/blocks of 8",
                                            "independence/samples/blocks of 8 at +4",
                                            "independence/samples/blocks of 64", "independence/samples/lag 64",
                                            "independence/samples/lag 512", "independence/samples/lag d/2",
@@ -217,7 +217,7 @@ TEST(CheckSamples, ReferenceDrawsPassEveryCheck) {
   EXPECT_NE(format_table(r).find("samples given by the caller"), std::string::npos);
   SampleCheckOptions no_indep;
   no_indep.independence = false;
-  EXPECT_EQ(check_samples({&t, 1}, no_indep).decisions, 4u);
+  EXPECT_EQ(check_samples({&t, 1}, no_indep).decisions, 5u);
 }
 
 // A stride bug that hands each uniform to a second element 96 places on, in runs of 96 (no lag row is 96,
@@ -786,7 +786,7 @@ TEST(Battery, SharedScalarWithClippingIsAskedOfEveryCodec) {
     agg_clip += row.check.rfind("aggregate.clip.", 0) == 0;
   }
   EXPECT_GT(clip_rows, 0u);
-  EXPECT_EQ(agg_clip, 3u);  // structure, unbiased-pooled, variance
+  EXPECT_EQ(agg_clip, 4u);  // structure, unbiased-pooled, unbiased-drift, variance
   // a codec that only clips already runs them clipped: no second run
   o.supports = {"clip", "shared-scalar", "spec-stream"};
   Result cliponly = run_battery(*ref, o);
@@ -834,6 +834,33 @@ class UnseededSampler : public Sampler {
   std::uint64_t calls_ = 0;
   std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
 };
+
+// A keep rate 1/64 too low for positive entries and 1/64 too high for negative ones moves every coordinate's
+// mean the same way (by -p s/64). The keep rate summed with the signs cancels it, and so do its bins of p, the
+// variance and the sure keeps; the drift rows see it (detectable drift at quick: about 2.2e-3 s per family,
+// 3e-4 s over all families; the mutant's: 2.6e-3 to 5.3e-3 s per family). Cross is skipped: it would name any
+// deviation from the spec's bytes.
+TEST(Battery, SignDriftIsCaughtByTheDriftRows) {
+  Options o;
+  o.profile = profile_named("quick");
+  o.skip = {"cross"};
+  auto m = make_sampler("mutant:sign-drift", {});
+  Result r = run_battery(*m, o);
+  EXPECT_FALSE(r.pass());
+  std::size_t drift_failed = 0;
+  for (const auto& row : r.rows) {
+    if (row.pass) continue;
+    const std::string tail = ".unbiased-drift";
+    const bool drift = row.check == "unbiased-drift" ||
+                       (row.check.size() > tail.size() && row.check.compare(row.check.size() - tail.size(), tail.size(), tail) == 0);
+    EXPECT_TRUE(drift) << row.id << " failed: only the drift rows should see this defect\n" << format_table(r);
+    drift_failed += drift;
+  }
+  EXPECT_GE(drift_failed, 3u) << format_table(r);
+  bool all_families = false;
+  for (const auto& row : r.rows) all_families |= row.id == "unbiased-drift/all families" && !row.pass;
+  EXPECT_TRUE(all_families) << format_table(r);
+}
 
 TEST(Battery, UnseededCodecIsJudgedWithoutTheSameKeyComparisons) {
   Options o = small_options(1024, 16, 4, {});
@@ -1164,7 +1191,7 @@ TEST(Aggregate, EachWorkerClampsAtItsOwnClipBound) {
       ++stat_rows;
       EXPECT_LT(std::fabs(row.z), 6.0) << mode << " " << row.id << " z = " << row.z;
     }
-    EXPECT_EQ(stat_rows, 2u) << mode;
+    EXPECT_EQ(stat_rows, 3u) << mode;  // unbiased-pooled, unbiased-drift, variance
   }
 }
 

@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "tg/philox.hpp"
 #include "tg/verify/sampler.hpp"
 
 namespace tg::verify {
@@ -77,7 +78,7 @@ TEST(Mutants, ListsAndFactoriesAgree) {
     EXPECT_EQ(make_sampler(std::string("mutant:") + m.name, {})->name(), std::string("mutant:") + m.name);
     EXPECT_GT(std::strlen(m.description), 10u) << m.name;
   }
-  EXPECT_EQ(mutant_list().size(), 18u);
+  EXPECT_EQ(mutant_list().size(), 20u);
   for (const auto& v : variant_list()) {
     EXPECT_TRUE(names.insert(v.name).second) << v.name;  // a name is a mutant or a variant, never both
     EXPECT_EQ(make_variant_codec(v.name)->name(), std::string("variant:") + v.name);
@@ -260,6 +261,39 @@ std::vector<float> sines(std::size_t n, double scale) {
   std::vector<float> g(n);
   for (std::size_t k = 0; k < n; ++k) g[k] = static_cast<float>(scale * std::sin(0.61 * k + 0.3) * (1.0 + (k % 5)));
   return g;
+}
+
+// floor-rounding and sign-drift keep each sign at its own rate. Both are read off the spec's uniform of each
+// element: a positive entry is kept on fewer uniforms than the spec keeps it on, a negative one on more.
+TEST(Mutants, FloorRoundingAndSignDriftKeepTheSignsAtDifferentRates) {
+  const std::size_t d = 4096;
+  std::vector<float> g(d);
+  for (std::size_t k = 0; k < d; ++k) g[k] = (k % 2 ? -1.0f : 1.0f) * (0.001f + 0.998f * static_cast<float>(k) / d);
+  g[0] = 1.0f;  // the scalar: p = |g|
+  const StreamKey key{7, 0, 0, 0};
+  Draws fr = draw_key("mutant:floor-rounding", g, key), sd = draw_key("mutant:sign-drift", g, key);
+  ASSERT_EQ(fr.scalars[0], 1.0f);
+  ASSERT_EQ(sd.scalars[0], 1.0f);
+  std::size_t fr_diff[2] = {0, 0}, sd_diff[2] = {0, 0};
+  for (std::size_t k = 1; k < d; ++k) {
+    const std::uint32_t u = philox_block(key, static_cast<std::uint32_t>(k / 4))[static_cast<int>(k % 4)];
+    const double p = std::fabs(static_cast<double>(g[k])), v = static_cast<double>(u >> 23) / 512.0;
+    const bool neg = g[k] < 0.0f;
+    const int sign = neg ? -1 : 1;
+    // floor(g + v) with the 9-bit v: +1 iff v >= 1 - p for positives, -1 iff v < p for negatives
+    const bool fr_keep = neg ? v < p : v >= 1.0 - p;
+    ASSERT_EQ(fr.trits[k], fr_keep ? sign : 0) << k;
+    const double q = std::min(1.0, p * (neg ? 65.0 / 64.0 : 63.0 / 64.0));
+    ASSERT_EQ(sd.trits[k], static_cast<double>(u) < q * 4294967296.0 ? sign : 0) << k;
+    const bool spec_keep = static_cast<double>(u) < p * 4294967296.0;
+    fr_diff[neg] += fr_keep != spec_keep;
+    sd_diff[neg] += (sd.trits[k] != 0) != spec_keep;
+  }
+  // the defect is there on both signs (counts from these uniforms; the spec's keep rule is u < p 2^32)
+  EXPECT_GT(fr_diff[0], 0u);
+  EXPECT_GT(fr_diff[1], 0u);
+  EXPECT_GT(sd_diff[0], 0u);
+  EXPECT_GT(sd_diff[1], 0u);
 }
 
 TEST(Mutants, F32SigmaNaiveUnderflowsAndOverflows) {

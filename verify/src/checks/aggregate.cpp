@@ -20,7 +20,7 @@ std::string aggregate_check(const Options& o, const Params& params) {
 
 std::vector<std::string> plan_aggregate(const Options& o, const Params& params) {
   const std::string fam = "gaussian x" + std::to_string(o.profile.agg_workers), check = aggregate_check(o, params);
-  return {row_id(check + ".unbiased-pooled", fam), row_id(check + ".variance", fam)};
+  return {row_id(check + ".unbiased-pooled", fam), row_id(check + ".unbiased-drift", fam), row_id(check + ".variance", fam)};
 }
 
 void run_aggregate(Ctx& c, std::size_t d, const Params& params) {
@@ -70,7 +70,7 @@ void run_aggregate(Ctx& c, std::size_t d, const Params& params) {
   }
   Vpool *= n;
   Vvar *= n;
-  double Spool = 0.0, Svar = 0.0;
+  double Spool = 0.0, Sdrift = 0.0, Svar = 0.0;
   std::uint64_t bad = 0;
   std::string msg;
   std::uint32_t chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(c.sampler.max_request_elements() / d, 1, n));
@@ -97,6 +97,7 @@ void run_aggregate(Ctx& c, std::size_t d, const Params& params) {
           double y = sgn[e] * t;
           if (t != 0 && y != 1 && bad++ == 0) msg = strf("worker %u step %u element %zu: wrong sign", w, j0 + j, k);
           Spool += y - p[e];
+          Sdrift += sgn[e] * (y - p[e]);
           T += y - p[e];
         }
         Svar += T * T;  // centred below
@@ -142,6 +143,11 @@ void run_aggregate(Ctx& c, std::size_t d, const Params& params) {
                                         ? "E[mean of the workers' g~] = mean of the g_w with the shared scalar s = max_w s_w"
                                         : "E[mean of the workers' g~] = mean of the g_w clamped at each worker's own clip "
                                           "bound, with the shared scalar s = max_w s_w"));
+  c.rows.push_back(pooled_bias_row(c, check + ".unbiased-drift", st.family, Sdrift, Vpool,
+                                    static_cast<double>(n) * d * N,
+                                    "the same terms, each times sign(x): the sum of (g~ - x) / s over workers, "
+                                    "coordinates and draws (a drift of every coordinate the same way)",
+                                    kMeanDrift));
   {
     Row r = stat_row(c, check + ".variance", st.family);
     auto o = bernstein_decide(Svar, Vvar, static_cast<double>(N) * N, c.alpha, c.opt.profile.beta);

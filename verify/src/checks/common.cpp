@@ -212,12 +212,12 @@ void mark_rejected(Row& r) {
 }
 
 Row pooled_bias_row(const Ctx& c, const std::string& check, const std::string& family, double S, double V,
-                    double M, const std::string& detail) {
+                    double M, const std::string& detail, const char* measure) {
   Row r = stat_row(c, check, family);
   auto o = bernstein_decide(S, V, 1.0, c.alpha, c.opt.profile.beta);
-  r.statistic = strf("mean bias %.3g s", S / M);
+  r.statistic = strf("%s %.3g s", measure, S / M);
   r.threshold = strf("|.| <= %.3g s", o.threshold / M);
-  r.power = strf("bias >= %.3g s", o.detectable / M);
+  r.power = strf("%s >= %.3g s", std::string(measure) == kMeanDrift ? "drift" : "bias", o.detectable / M);
   apply(r, o, M);
   r.detail = detail;
   mark_rejected(r);

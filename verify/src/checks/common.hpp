@@ -89,10 +89,12 @@ std::string bound_text(double p);
 /// A failed row's detail starts with what was observed and where the line was.
 void mark_rejected(Row& r);
 
-/// The pooled unbiasedness row: S = sum of M terms sign(x) t - p in [-1, 1] with variance V under H0,
-/// reported per term in units of the scalar.
+/// The pooled unbiasedness rows: S = sum of M terms in [-1, 1] with variance V under H0 (sign(x) t - p for
+/// the keep rate, t - sign(x) p for the drift), reported per term in units of the scalar as `measure`.
+inline constexpr const char* kMeanBias = "mean bias";
+inline constexpr const char* kMeanDrift = "mean drift";
 Row pooled_bias_row(const Ctx& c, const std::string& check, const std::string& family, double S, double V,
-                    double M, const std::string& detail);
+                    double M, const std::string& detail, const char* measure = kMeanBias);
 
 /// An exact row that counts violations: passes iff bad == 0; its detail is `first` (the first violation)
 /// when it fails, `ok` when it passes.
@@ -130,7 +132,7 @@ struct JobSpec {
 
 /// What a job reports to the run: its pooled sums (the all-family pooled row) and its variances.
 struct JobOut {
-  double pooled_S = 0.0, pooled_V = 0.0;
+  double pooled_S = 0.0, drift_S = 0.0, pooled_V = 0.0;  // drift_S: the pooled terms, each times sign(x)
   double var_observed = 0.0, var_identity = 0.0;  // absolute units
   // The sure keeps (|x| at or above the observed scalar): element-draws, misses, where the first miss was.
   std::uint64_t sure_n = 0, sure_miss = 0;

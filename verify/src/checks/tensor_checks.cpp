@@ -222,6 +222,7 @@ std::vector<std::string> plan_job(const JobSpec& job) {
   const bool random = random_under_h0(sp.pool_V);
   if (random && job.unbiased) ids.push_back(row_id(prefix(job, "unbiased"), fam));
   if (random && job.unbiased) ids.push_back(row_id(prefix(job, "unbiased-pooled"), fam));
+  if (random && job.unbiased) ids.push_back(row_id(prefix(job, "unbiased-drift"), fam));
   if (job.p_bins && job.unbiased)
     for (std::size_t b = 0; b < sp.bin_weight.size(); ++b)
       if (bin_planned(job.steps * sp.bin_weight[b], job.steps * sp.bin_var[b]))
@@ -266,7 +267,7 @@ struct JobState {
   std::uint64_t infeasible = 0, structure_bad = 0, wrong_total = 0, max_ulps = 0;
   std::string structure_msg;
   std::vector<std::uint32_t> count;
-  double pooled_S = 0.0, var_S = 0.0;
+  double pooled_S = 0.0, drift_S = 0.0, var_S = 0.0;
   std::array<double, 9> bin_S{}, bin_V{};
   IndepPlan ip;
   std::vector<Acc> blockacc, lagacc;
@@ -320,7 +321,7 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
   const auto& count = st.count;
   const auto &bin_S = st.bin_S, &bin_V = st.bin_V;
   const std::uint64_t infeasible = st.infeasible, wrong_total = st.wrong_total;
-  const double pooled_S = st.pooled_S;
+  const double pooled_S = st.pooled_S, drift_S = st.drift_S;
   const std::string target = job.params.clip == ClipMode::none ? "x = g" : "x = clamp(g, c sigma)";
   // unbiased, per coordinate: count_k ~ Binomial(n, p_k) exactly under H0; exact two-sided p-value per
   // coordinate, the minimum Bonferroni-adjusted over the D coordinates.
@@ -383,12 +384,22 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
   for (std::size_t e = 0; e < D; ++e) pooled_V += phat[e] * (1.0 - phat[e]);
   pooled_V *= n;
   out.pooled_S = pooled_S;
+  out.drift_S = drift_S;
   out.pooled_V = pooled_V;
   if (random) {
     c.rows.push_back(pooled_bias_row(c, prefix(job, "unbiased-pooled"), fam, pooled_S, pooled_V,
                                      static_cast<double>(n) * static_cast<double>(D),
                                      "Bernstein on the sum over draws and coordinates of sign(x_k) t_k - p_k (terms in "
                                      "[-1,1], variance known under H0)"));
+    // The same terms, each times sign(x_k): sum of t_k - sign(x_k) p_k = sum (g~_k - x_k) / s. A keep rate too
+    // low on one sign and too high on the other (positives rounded down, negatives up) cancels in the sum
+    // above and adds up here.
+    c.rows.push_back(pooled_bias_row(c, prefix(job, "unbiased-drift"), fam, drift_S, pooled_V,
+                                     static_cast<double>(n) * static_cast<double>(D),
+                                     "Bernstein on the sum over draws and coordinates of t_k - sign(x_k) p_k = (g~_k - "
+                                     "x_k) / s (a drift of every coordinate the same way; terms in [-1,1], variance "
+                                     "known under H0)",
+                                     kMeanDrift));
   } else {
     Row r = exact_row(prefix(job, "unbiased-pooled"), fam);
     deterministic_row(r, pooled_S, 1e-9 * n * static_cast<double>(D), "sum of sign(x_k) t_k - p_k");
@@ -531,7 +542,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
   auto& count = st.count;
   count.assign(D, 0);
   std::uint64_t& wrong_total = st.wrong_total;
-  double &pooled_S = st.pooled_S, &var_S = st.var_S;
+  double &pooled_S = st.pooled_S, &drift_S = st.drift_S, &var_S = st.var_S;
   auto &bin_S = st.bin_S, &bin_V = st.bin_V;
   std::uint64_t scalar_changes = 0;
 
@@ -681,7 +692,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
                               j0 + j, static_cast<double>(d.scalars[j]), static_cast<double>(obs[li].scalar)));
         const double w = wscale[li];
         const std::int8_t* t = d.trits.data() + static_cast<std::size_t>(j) * d.d;
-        double ps = 0.0, vs = 0.0;
+        double ps = 0.0, ds = 0.0, vs = 0.0;
         // A row without anything for structure_fail (every trit in -1..1 with the input's sign, no
         // element the observed scalar must keep left out), checked on the bytes alone, takes a loop
         // with no calls in it: its sums stay in registers. It adds the same terms in the same order as
@@ -707,18 +718,20 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
           const double* xr = xrel.data() + l.off;
           const double* ev = evar.data() + l.off;
           const int* bn = sp.bin.data() + l.off;
-          double p_acc = 0.0, v_acc = 0.0;  // ps and vs (both 0 here), in registers
+          double p_acc = 0.0, d_acc = 0.0, v_acc = 0.0;  // ps, ds and vs (all 0 here), in registers
           for (std::size_t k = 0; k < d.d; ++k) {
             const int tk = t[k];
             const int y = sg[k] * tk;
             cnt[k] += y == 1;
             p_acc += y - ph[k];
+            d_acc += sg[k] * (y - ph[k]);
             const int b = bn[k];
             if (b >= 0) bs[static_cast<std::size_t>(b)] += y - ph[k];
             const double diff = w * tk - sg[k] * xr[k];
             v_acc += diff * diff - ev[k];
           }
           ps = p_acc;
+          ds = d_acc;
           vs = v_acc;
           bin_S = bs;
         }
@@ -747,12 +760,14 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
           }
           count[e] += y == 1;
           ps += y - phat[e];
+          ds += sgn[e] * (y - phat[e]);
           const int b = sp.bin[e];
           if (b >= 0) bin_S[static_cast<std::size_t>(b)] += y - phat[e];
           const double diff = w * tk - sgn[e] * xrel[e];
           vs += diff * diff - evar[e];
         }
         pooled_S += ps;
+        drift_S += ds;
         var_S += vs;
         if (!ip.blocks.empty() || !ip.lags.empty()) {
           centred.resize(d.d);
