@@ -14,11 +14,14 @@
 //   * total keep count: z = sum_k D_k / sqrt(sum_k Var D_k), two-sided, normal approximation of a sum
 //     of thousands of independent bounded terms (calibrated in verify/tests). Under equal scalars
 //     E||g~||^2 = s^2 E[kept], so this is also the comparison of the variances s||x||_1 - ||x||_2^2;
+//   * signed total: z = sum_k sign(g_k) D_k / sqrt(sum_k Var D_k), the same test on the differences times
+//     the signs. A keep rate higher for negative entries and lower for positive ones (a drift of every
+//     coordinate's mean the same way) cancels in the total and adds up here;
 //   * per-coordinate keep rates: T = sum_k D_k^2 / Var D_k. Each term has mean 1 and a variance computed
 //     exactly from the hypergeometric law of its K_k; T is referred to a scaled chi-squared with the same
 //     mean and variance (Satterthwaite), one-sided (differences only increase T). Coordinates with K_k = 1
 //     or 2N - 1 are left out of T: their term is 1 with no variance.
-// alpha_total is split equally over the 2 decisions of every case.
+// alpha_total is split equally over the 3 decisions of every case.
 #include <boost/math/distributions/chi_squared.hpp>
 #include <nlohmann/json.hpp>
 
@@ -131,7 +134,7 @@ StatCompareResult compare_statistically(Sampler& a, Sampler& b, const StatCompar
                                                         static_cast<std::uint32_t>(GradientVariant::compare))));
     ncases += grads.back().layers.size() * o.modes.size();
   }
-  res.decisions = 2 * ncases;
+  res.decisions = 3 * ncases;
   res.alpha_per_decision = o.alpha_total / static_cast<double>(res.decisions);
   const double za = normal_quantile(1 - res.alpha_per_decision), zb = normal_quantile(1 - o.beta);
   const double zh = normal_quantile(1 - res.alpha_per_decision / 2);
@@ -167,7 +170,7 @@ StatCompareResult compare_statistically(Sampler& a, Sampler& b, const StatCompar
           for (std::size_t e = 0; e < g.size(); ++e) ca[e] += ra[e] != 0, cb[e] += rb[e] != 0;
         }
         const HypergeometricTable& h = hypergeometric_table(o.draws);
-        double t = 0, v = 0, dsum = 0, dvar = 0;
+        double t = 0, v = 0, dsum = 0, ssum = 0, dvar = 0;
         for (std::size_t e = 0; e < g.size(); ++e) {
           const std::uint32_t kk = ca[e] + cb[e];
           k.kept_a += ca[e];
@@ -175,6 +178,7 @@ StatCompareResult compare_statistically(Sampler& a, Sampler& b, const StatCompar
           if (kk == 0 || kk == 2 * o.draws) continue;  // no information: never or always kept
           const double diff = static_cast<double>(ca[e]) - static_cast<double>(cb[e]);
           dsum += diff;
+          ssum += g[e] < 0.0f ? -diff : diff;  // kept only where g != 0 (else the structure check names it)
           dvar += h.var_d[kk];
           // K = 1 or 2N - 1: D = +-1, so D^2 / Var D = 1 whatever A and B do. A constant term adds to T's
           // mean and not its variance, which would make the scaled chi-squared too thin in its upper tail
@@ -187,6 +191,8 @@ StatCompareResult compare_statistically(Sampler& a, Sampler& b, const StatCompar
         const std::uint64_t total = k.kept_a + k.kept_b;
         k.z_total = dvar > 0 ? dsum / std::sqrt(dvar) : 0.0;
         k.p_total = dvar > 0 ? std::min(1.0, 2 * normal_upper_tail(std::fabs(k.z_total))) : 1.0;
+        k.z_signed = dvar > 0 ? ssum / std::sqrt(dvar) : 0.0;
+        k.p_signed = dvar > 0 ? std::min(1.0, 2 * normal_upper_tail(std::fabs(k.z_signed))) : 1.0;
         const double m = static_cast<double>(k.coordinates);
         k.z_coordinates = v > 0 ? (t - m) / std::sqrt(v) : 0.0;
         k.p_coordinates = k.coordinates ? scaled_chi2_upper(t, m, v) : 1.0;
@@ -204,6 +210,9 @@ StatCompareResult compare_statistically(Sampler& a, Sampler& b, const StatCompar
           k.difference = strf("total kept %llu vs %llu (z = %.2f, p = %.3g <= %.3g)",
                               static_cast<unsigned long long>(k.kept_a), static_cast<unsigned long long>(k.kept_b),
                               k.z_total, k.p_total, res.alpha_per_decision);
+        if (k.difference.empty() && k.p_signed <= res.alpha_per_decision)
+          k.difference = strf("keep rates differ between positive and negative entries (signed total z = %.2f, "
+                              "p = %.3g <= %.3g)", k.z_signed, k.p_signed, res.alpha_per_decision);
         if (k.difference.empty() && k.p_coordinates <= res.alpha_per_decision)
           k.difference = strf("per-coordinate keep rates differ (z = %.2f, p = %.3g <= %.3g)", k.z_coordinates,
                               k.p_coordinates, res.alpha_per_decision);
@@ -226,16 +235,17 @@ std::string format_stat_compare(const StatCompareResult& r) {
               r.decisions, r.alpha_per_decision, 1 - o.beta);
   std::size_t wf = 6, wl = 5;
   for (const auto& k : r.cases) wf = std::max(wf, k.family.size()), wl = std::max(wl, k.layer.size());
-  out += strf("%-*s  %-*s  %-8s  %13s  %10s  %9s  %8s  %9s  %s\n", static_cast<int>(wf), "family", static_cast<int>(wl),
-              "layer", "clip", "scalar A", "kept A/B", "p total", "detect", "z coord", "verdict");
+  out += strf("%-*s  %-*s  %-8s  %13s  %10s  %9s  %9s  %8s  %9s  %s\n", static_cast<int>(wf), "family",
+              static_cast<int>(wl), "layer", "clip", "scalar A", "kept A/B", "p total", "p signed", "detect", "z coord",
+              "verdict");
   std::size_t differ = 0;
   for (const auto& k : r.cases) {
     differ += !k.difference.empty();
     double ratio = k.kept_b ? static_cast<double>(k.kept_a) / static_cast<double>(k.kept_b) : 0.0;
     std::string detect = std::isfinite(k.detectable_total) ? strf("%.2g", k.detectable_total) : "-";
-    out += strf("%-*s  %-*s  %-8s  %13.7g  %10.5f  %9.3g  %8s  %9.2f  %s\n", static_cast<int>(wf), k.family.c_str(),
-                static_cast<int>(wl), k.layer.c_str(), k.mode.c_str(), static_cast<double>(k.scalar_a), ratio, k.p_total,
-                detect.c_str(), k.z_coordinates, k.difference.empty() ? "same" : ("DIFFERS: " + k.difference).c_str());
+    out += strf("%-*s  %-*s  %-8s  %13.7g  %10.5f  %9.3g  %9.3g  %8s  %9.2f  %s\n", static_cast<int>(wf),
+                k.family.c_str(), static_cast<int>(wl), k.layer.c_str(), k.mode.c_str(), static_cast<double>(k.scalar_a),
+                ratio, k.p_total, k.p_signed, detect.c_str(), k.z_coordinates, k.difference.empty() ? "same" : ("DIFFERS: " + k.difference).c_str());
   }
   double worst_total = 0, worst_coord = 0;  // over the cases that carry information
   std::size_t uninformative = 0;
@@ -248,7 +258,8 @@ std::string format_stat_compare(const StatCompareResult& r) {
     worst_coord = std::max(worst_coord, k.detectable_coordinates);
   }
   out += strf("\n'detect': the smallest relative difference of every keep probability the total test finds with "
-              "probability %.4g; per coordinate, relative differences of +-%.2g (random signs) in the worst case.\n",
+              "probability %.4g (the signed total finds the same difference with opposite signs on positive and "
+              "negative entries); per coordinate, relative differences of +-%.2g (random signs) in the worst case.\n",
               1 - o.beta, worst_coord);
   if (uninformative)
     out += strf("%zu case(s) carry no information ('-'): every element always or never kept (constant, zero or "
@@ -267,6 +278,7 @@ std::string format_stat_compare_json(const StatCompareResult& r) {
   for (const auto& k : r.cases)
     cases.push_back({{"family", k.family}, {"layer", k.layer}, {"clip", k.mode}, {"scalar_a", k.scalar_a},
                      {"scalar_b", k.scalar_b}, {"kept_a", k.kept_a}, {"kept_b", k.kept_b}, {"p_total", num(k.p_total)},
+                     {"z_signed", num(k.z_signed)}, {"p_signed", num(k.p_signed)},
                      {"detectable_total", num(k.detectable_total)}, {"coordinates", k.coordinates},
                      {"z_coordinates", num(k.z_coordinates)}, {"p_coordinates", num(k.p_coordinates)},
                      {"detectable_coordinates", num(k.detectable_coordinates)}, {"same", k.difference.empty()},

@@ -33,23 +33,24 @@ const tv::StatCompareCase& gaussian(const tv::StatCompareResult& r) {
 
 }  // namespace
 
-// Under the null both standardized statistics have mean 0 and SD 1. One case per seed (the gaussian
+// Under the null the three standardized statistics have mean 0 and SD 1. One case per seed (the gaussian
 // family: cases of one run share stream keys, so only seeds are independent), 60 seeds. Each check
 // below fails a correct implementation with probability <= 1e-6 (chi-squared interval for the SD at
 // 59 degrees of freedom; |mean| <= 5.33 / sqrt(60) for the mean, normal); it would catch the SD of
 // 0.3 that the earlier binomial conditioning gave (T concentrated far below its mean).
 TEST(CompareStat, CalibratedUnderTheNull) {
-  std::vector<double> zt, zc;
+  std::vector<double> zt, zs, zc;
   for (std::uint64_t seed = 1; seed <= 60; ++seed) {
     auto r = run("reference", "optimized", seed, 1024, 64);
     ASSERT_TRUE(r.same()) << tv::format_stat_compare(r);
     zt.push_back(gaussian(r).z_total);
+    zs.push_back(gaussian(r).z_signed);
     zc.push_back(gaussian(r).z_coordinates);
   }
   const double n = static_cast<double>(zt.size());
   const double lo = std::sqrt(tv::chi_squared_quantile(n - 1, 0.5e-6) / (n - 1));
   const double hi = std::sqrt(tv::chi_squared_quantile(n - 1, 1 - 0.5e-6) / (n - 1));
-  for (const auto* z : {&zt, &zc}) {
+  for (const auto* z : {&zt, &zs, &zc}) {
     double mean = std::accumulate(z->begin(), z->end(), 0.0) / n, ss = 0;
     for (double x : *z) ss += (x - mean) * (x - mean);
     double sd = std::sqrt(ss / (n - 1));
@@ -57,6 +58,16 @@ TEST(CompareStat, CalibratedUnderTheNull) {
     EXPECT_GE(sd, lo) << "sd " << sd;
     EXPECT_LE(sd, hi) << "sd " << sd;
   }
+}
+
+// A keep rate p (1 - 1/64) for positive entries and p (1 + 1/64) for negative ones: the total keep count
+// cancels, the per-coordinate test has no power for differences of 1.6%, and the signed total finds it.
+TEST(CompareStat, FindsASignAsymmetricKeepRate) {
+  auto r = run("reference", "mutant:sign-drift", 7, 8192, 1024);
+  EXPECT_FALSE(r.same()) << tv::format_stat_compare(r);
+  bool named = false;
+  for (const auto& c : r.cases) named |= c.difference.find("between positive and negative") != std::string::npos;
+  EXPECT_TRUE(named) << tv::format_stat_compare(r);
 }
 
 TEST(CompareStat, FindsWrongKeepProbabilitiesAndScalars) {
@@ -81,7 +92,7 @@ TEST(CompareStat, Float32SigmaIsTheSameDistribution) {
   o.draws = 128;
   auto r = tv::compare_statistically(*sa, *sb, o);
   EXPECT_TRUE(r.same()) << tv::format_stat_compare(r);
-  EXPECT_EQ(r.decisions, 2 * r.cases.size());
+  EXPECT_EQ(r.decisions, 3 * r.cases.size());  // total, signed total, per coordinate
   EXPECT_DOUBLE_EQ(r.alpha_per_decision, o.alpha_total / static_cast<double>(r.decisions));
   auto json = tv::format_stat_compare_json(r);
   EXPECT_NE(json.find("\"same\": true"), std::string::npos);

@@ -274,6 +274,8 @@ struct StatCompareCase {
   double z_total = 0.0;                         // standardized K_A - K_B given the per-coordinate totals
   double p_total = 1.0;                         // its two-sided p-value (normal)
   double detectable_total = 0.0;                // relative keep-rate difference found with power 1 - beta
+  double z_signed = 0.0;                        // standardized sum of sign(g_k) (K_Ak - K_Bk): the drift
+  double p_signed = 1.0;                        // its two-sided p-value (normal)
   std::uint64_t coordinates = 0;                // coordinates kept at least once
   double z_coordinates = 0.0;                   // (T - E T) / sd T of the per-coordinate statistic
   double p_coordinates = 1.0;                   // its upper-tail p-value (scaled chi-squared)
