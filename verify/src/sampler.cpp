@@ -319,6 +319,11 @@ class F32SigmaNaiveMutant : public MutantCodec {
   }
 };
 
+// The spec's keep probability min(|g|, cap) / s, at most 1, for a nonzero scalar (mutants 19 and 20).
+double keep_share(float g, const ScalarRule& rule) {
+  return std::min(static_cast<double>(std::min(abs_float(g), rule.cap)) / static_cast<double>(rule.scalar), 1.0);
+}
+
 // 19. stochastic rounding written as floor(g/s + v) with v = the top 9 bits of the uniform: positives round
 // down (keep iff v >= 1 - p: P(keep) = floor(512 p)/512 at most p) and negatives up (keep iff v < p:
 // ceil(512 p)/512 at least p), so every coordinate drifts by about -s/1024 while the keep rate, summed with
@@ -328,7 +333,7 @@ class FloorRoundingMutant : public MutantCodec {
   FloorRoundingMutant() : MutantCodec("floor-rounding") {}
   int element(float g, const ScalarRule& rule, std::uint32_t u) const override {
     if (rule.scalar == 0.0f || g == 0.0f) return 0;
-    const double p = std::min(static_cast<double>(std::min(abs_float(g), rule.cap)) / static_cast<double>(rule.scalar), 1.0);
+    const double p = keep_share(g, rule);
     const double v = static_cast<double>(u >> 23) / 512.0;
     if (g > 0.0f) return v >= 1.0 - p ? 1 : 0;
     return v < p ? -1 : 0;
@@ -343,7 +348,7 @@ class SignDriftMutant : public MutantCodec {
   SignDriftMutant() : MutantCodec("sign-drift") {}
   int element(float g, const ScalarRule& rule, std::uint32_t u) const override {
     if (rule.scalar == 0.0f || g == 0.0f) return 0;
-    const double p = std::min(static_cast<double>(std::min(abs_float(g), rule.cap)) / static_cast<double>(rule.scalar), 1.0);
+    const double p = keep_share(g, rule);
     const double q = p >= 1.0 ? 1.0 : std::min(1.0, p * (g > 0.0f ? 63.0 / 64.0 : 65.0 / 64.0));
     if (!(static_cast<double>(u) < q * 4294967296.0)) return 0;
     return g < 0.0f ? -1 : 1;
