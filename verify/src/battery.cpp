@@ -288,8 +288,8 @@ Result run_battery(Sampler& sampler, const Options& options) {
     auto ids = plan_job(j);
     plan.insert(plan.end(), ids.begin(), ids.end());
   }
-  if (main_jobs && on("unbiased")) plan.push_back(row_id("unbiased-pooled", "all families"));
-  if (main_jobs && on("unbiased")) plan.push_back(row_id("unbiased-drift", "all families"));
+  if (main_jobs && on("unbiased"))
+    for (const char* row : {"unbiased-pooled", "unbiased-drift"}) plan.push_back(row_id(row, "all families"));
   if (!jobs.empty() && on("structure")) plan.push_back(sure_keeps_id());
   const Gradient streams_grad = gradient("gaussian", GradientVariant::streams);
   if (on("streams"))
@@ -333,7 +333,7 @@ Result run_battery(Sampler& sampler, const Options& options) {
     res.rows.push_back(pooled_bias_row(c, "unbiased-drift", "all families", pool_D, pool_V, pool_N,
                                        "the drift statistic summed over every family (independent sums, variances "
                                        "add)",
-                                       checks::kMeanDrift));
+                                       Pooled::drift));
   if (!jobs.empty() && on("structure")) res.rows.push_back(sure_keeps_row(c, outs));
   // layer-wise vs global scalar: both identities are tested above; the ratio is reported here.
   for (std::size_t i = clip_end; i < layerwise_end; ++i) {

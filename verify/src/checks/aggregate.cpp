@@ -147,7 +147,7 @@ void run_aggregate(Ctx& c, std::size_t d, const Params& params) {
                                     static_cast<double>(n) * d * N,
                                     "the same terms, each times sign(x): the sum of (g~ - x) / s over workers, "
                                     "coordinates and draws (a drift of every coordinate the same way)",
-                                    kMeanDrift));
+                                    Pooled::drift));
   {
     Row r = stat_row(c, check + ".variance", st.family);
     auto o = bernstein_decide(Svar, Vvar, static_cast<double>(N) * N, c.alpha, c.opt.profile.beta);

@@ -212,12 +212,13 @@ void mark_rejected(Row& r) {
 }
 
 Row pooled_bias_row(const Ctx& c, const std::string& check, const std::string& family, double S, double V,
-                    double M, const std::string& detail, const char* measure) {
+                    double M, const std::string& detail, Pooled what) {
+  const char* word = what == Pooled::drift ? "drift" : "bias";
   Row r = stat_row(c, check, family);
   auto o = bernstein_decide(S, V, 1.0, c.alpha, c.opt.profile.beta);
-  r.statistic = strf("%s %.3g s", measure, S / M);
+  r.statistic = strf("mean %s %.3g s", word, S / M);
   r.threshold = strf("|.| <= %.3g s", o.threshold / M);
-  r.power = strf("%s >= %.3g s", std::string(measure) == kMeanDrift ? "drift" : "bias", o.detectable / M);
+  r.power = strf("%s >= %.3g s", word, o.detectable / M);
   apply(r, o, M);
   r.detail = detail;
   mark_rejected(r);

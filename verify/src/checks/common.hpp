@@ -91,10 +91,9 @@ void mark_rejected(Row& r);
 
 /// The pooled unbiasedness rows: S = sum of M terms in [-1, 1] with variance V under H0 (sign(x) t - p for
 /// the keep rate, t - sign(x) p for the drift), reported per term in units of the scalar as `measure`.
-inline constexpr const char* kMeanBias = "mean bias";
-inline constexpr const char* kMeanDrift = "mean drift";
+enum class Pooled { bias, drift };
 Row pooled_bias_row(const Ctx& c, const std::string& check, const std::string& family, double S, double V,
-                    double M, const std::string& detail, const char* measure = kMeanBias);
+                    double M, const std::string& detail, Pooled what = Pooled::bias);
 
 /// An exact row that counts violations: passes iff bad == 0; its detail is `first` (the first violation)
 /// when it fails, `ok` when it passes.

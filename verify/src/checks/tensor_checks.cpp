@@ -221,8 +221,8 @@ std::vector<std::string> plan_job(const JobSpec& job) {
   std::vector<std::string> ids;
   const bool random = random_under_h0(sp.pool_V);
   if (random && job.unbiased) ids.push_back(row_id(prefix(job, "unbiased"), fam));
-  if (random && job.unbiased) ids.push_back(row_id(prefix(job, "unbiased-pooled"), fam));
-  if (random && job.unbiased) ids.push_back(row_id(prefix(job, "unbiased-drift"), fam));
+  if (random && job.unbiased)
+    for (const char* row : {"unbiased-pooled", "unbiased-drift"}) ids.push_back(row_id(prefix(job, row), fam));
   if (job.p_bins && job.unbiased)
     for (std::size_t b = 0; b < sp.bin_weight.size(); ++b)
       if (bin_planned(job.steps * sp.bin_weight[b], job.steps * sp.bin_var[b]))
@@ -399,7 +399,7 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
                                      "Bernstein on the sum over draws and coordinates of t_k - sign(x_k) p_k = (g~_k - "
                                      "x_k) / s (a drift of every coordinate the same way; terms in [-1,1], variance "
                                      "known under H0)",
-                                     kMeanDrift));
+                                     Pooled::drift));
   } else {
     Row r = exact_row(prefix(job, "unbiased-pooled"), fam);
     deterministic_row(r, pooled_S, 1e-9 * n * static_cast<double>(D), "sum of sign(x_k) t_k - p_k");
