@@ -355,6 +355,24 @@ class SignDriftMutant : public MutantCodec {
   }
 };
 
+// 21. a keep-rate error that depends on the sign and on p, and cancels in every total: where p is in
+// [2^-12, 2^-11), positive entries are kept at 2p and negative ones never (elsewhere at p). The two signs
+// cancel in the keep rate summed with the signs and in its bins; the drift, summed over every p, is about
+// 1e-4 s per coordinate at most (pladder's; below the drift rows' power); each coordinate's error, p < 2^-11,
+// is below the per-coordinate test's. Only the bins of p taken with the sign (drift-by-p) see it.
+class SignByPMutant : public MutantCodec {
+ public:
+  SignByPMutant() : MutantCodec("sign-by-p") {}
+  int element(float g, const ScalarRule& rule, std::uint32_t u) const override {
+    if (rule.scalar == 0.0f || g == 0.0f) return 0;
+    const double p = keep_share(g, rule);
+    const bool band = p >= 0x1p-12 && p < 0x1p-11;
+    const double q = band ? (g > 0.0f ? 2.0 * p : 0.0) : p;
+    if (!(static_cast<double>(u) < q * 4294967296.0)) return 0;
+    return g < 0.0f ? -1 : 1;
+  }
+};
+
 // ---- correct variants --------------------------------------------------------------------------
 // Implementations that differ from the reference where the specification allows it and must pass
 // the battery. Everything but the difference is forwarded to the reference codec.
@@ -498,6 +516,7 @@ const std::vector<MutantInfo>& mutant_list() {
       {"stride-96", "odd runs of 96 elements reuse the uniforms of the run before (a stride bug at lag 96)"},
       {"floor-rounding", "floor(g/s + v), v a 9-bit uniform: positives round down, negatives up (drift -s/1024)"},
       {"sign-drift", "keep rate (1 - 1/64) p for positive entries, (1 + 1/64) p for negative ones (drift -p s/64)"},
+      {"sign-by-p", "for p in [2^-12, 2^-11): keep rate 2p for positive entries, 0 for negative ones"},
   };
   return list;
 }
@@ -531,6 +550,7 @@ std::shared_ptr<const Codec> make_mutant_codec(const std::string& name) {
   if (name == "stride-96") return std::make_shared<Stride96Mutant>();
   if (name == "floor-rounding") return std::make_shared<FloorRoundingMutant>();
   if (name == "sign-drift") return std::make_shared<SignDriftMutant>();
+  if (name == "sign-by-p") return std::make_shared<SignByPMutant>();
   std::string known;
   for (const auto& m : mutant_list()) known += (known.empty() ? "" : ", ") + std::string(m.name);
   throw Error(ErrorCode::invalid_argument, "unknown mutant '" + name + "' (known: " + known + ")");

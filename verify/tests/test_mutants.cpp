@@ -78,7 +78,7 @@ TEST(Mutants, ListsAndFactoriesAgree) {
     EXPECT_EQ(make_sampler(std::string("mutant:") + m.name, {})->name(), std::string("mutant:") + m.name);
     EXPECT_GT(std::strlen(m.description), 10u) << m.name;
   }
-  EXPECT_EQ(mutant_list().size(), 20u);
+  EXPECT_EQ(mutant_list().size(), 21u);
   for (const auto& v : variant_list()) {
     EXPECT_TRUE(names.insert(v.name).second) << v.name;  // a name is a mutant or a variant, never both
     EXPECT_EQ(make_variant_codec(v.name)->name(), std::string("variant:") + v.name);
@@ -294,6 +294,41 @@ TEST(Mutants, FloorRoundingAndSignDriftKeepTheSignsAtDifferentRates) {
   EXPECT_GT(fr_diff[1], 0u);
   EXPECT_GT(sd_diff[0], 0u);
   EXPECT_GT(sd_diff[1], 0u);
+}
+
+// sign-by-p keeps the signs at different rates only where p is in [2^-12, 2^-11): positives at 2p, negatives
+// never; everywhere else its trits are the spec's.
+TEST(Mutants, SignByPKeepsTheSignsAtDifferentRatesInOneBandOfP) {
+  const std::size_t d = 8192;
+  std::vector<float> g(d);
+  // magnitudes from 2^-13 to 1, log-spaced, alternating signs; g[0] = 1 is the scalar, so p = |g|
+  for (std::size_t k = 0; k < d; ++k)
+    g[k] = (k % 2 ? -1.0f : 1.0f) * static_cast<float>(std::exp2(-13.0 + 13.0 * static_cast<double>(k) / d));
+  g[0] = 1.0f;
+  std::size_t band = 0, diff[2] = {0, 0};
+  // the band's keeps are rare (p < 2^-11), so 64 keys: the rule is checked element by element on every one
+  for (std::uint32_t step = 0; step < 64; ++step) {
+    const StreamKey key{11, 0, 0, step};
+    Draws m = draw_key("mutant:sign-by-p", g, key), ref = draw_key("reference", g, key);
+    ASSERT_EQ(m.scalars[0], 1.0f);
+    for (std::size_t k = 1; k < d; ++k) {
+      const std::uint32_t u = philox_block(key, static_cast<std::uint32_t>(k / 4))[static_cast<int>(k % 4)];
+      const double p = std::fabs(static_cast<double>(g[k]));
+      const bool neg = g[k] < 0.0f, in_band = p >= 0x1p-12 && p < 0x1p-11;
+      band += in_band;
+      if (!in_band) {
+        ASSERT_EQ(m.trits[k], ref.trits[k]) << k;
+        continue;
+      }
+      const double q = neg ? 0.0 : 2.0 * p;
+      ASSERT_EQ(m.trits[k], static_cast<double>(u) < q * 4294967296.0 ? (neg ? -1 : 1) : 0) << k;
+      diff[neg] += m.trits[k] != ref.trits[k];
+    }
+  }
+  EXPECT_GT(band, 64u * 600u);  // about d / 13 of the log-spaced magnitudes per key lie in the band
+  // with these uniforms the rule differs from the spec's on both signs (counts seen, not a rate)
+  EXPECT_GT(diff[0], 0u);
+  EXPECT_GT(diff[1], 0u);
 }
 
 TEST(Mutants, F32SigmaNaiveUnderflowsAndOverflows) {

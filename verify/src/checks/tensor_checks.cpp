@@ -224,9 +224,10 @@ std::vector<std::string> plan_job(const JobSpec& job) {
   if (random && job.unbiased)
     for (const char* row : {"unbiased-pooled", "unbiased-drift"}) ids.push_back(row_id(prefix(job, row), fam));
   if (job.p_bins && job.unbiased)
-    for (std::size_t b = 0; b < sp.bin_weight.size(); ++b)
-      if (bin_planned(job.steps * sp.bin_weight[b], job.steps * sp.bin_var[b]))
-        ids.push_back(row_id(prefix(job, "unbiased-by-p"), fam, p_bin_label(b)));
+    for (const char* row : {"unbiased-by-p", "unbiased-drift-by-p"})
+      for (std::size_t b = 0; b < sp.bin_weight.size(); ++b)
+        if (bin_planned(job.steps * sp.bin_weight[b], job.steps * sp.bin_var[b]))
+          ids.push_back(row_id(prefix(job, row), fam, p_bin_label(b)));
   if (random_under_h0(sp.var_V) && job.variance) ids.push_back(row_id(prefix(job, "variance"), fam));
   if (job.independence && random) {
     IndepPlan ip = indep_plan(job.grad, job.steps);
@@ -268,7 +269,7 @@ struct JobState {
   std::string structure_msg;
   std::vector<std::uint32_t> count;
   double pooled_S = 0.0, drift_S = 0.0, var_S = 0.0;
-  std::array<double, 9> bin_S{}, bin_V{};
+  std::array<double, 9> bin_S{}, bin_D{}, bin_V{};  // by bins of p: pooled terms, drift terms, variance
   IndepPlan ip;
   std::vector<Acc> blockacc, lagacc;
   std::vector<std::uint8_t> must_keep;  // sure keeps: |x| >= observed scalar (p = 1)
@@ -319,7 +320,7 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
   const bool random = random_under_h0(st.sp.pool_V);
   const auto& phat = st.phat;
   const auto& count = st.count;
-  const auto &bin_S = st.bin_S, &bin_V = st.bin_V;
+  const auto &bin_S = st.bin_S, &bin_D = st.bin_D, &bin_V = st.bin_V;
   const std::uint64_t infeasible = st.infeasible, wrong_total = st.wrong_total;
   const double pooled_S = st.pooled_S, drift_S = st.drift_S;
   const std::string target = job.params.clip == ClipMode::none ? "x = g" : "x = clamp(g, c sigma)";
@@ -405,25 +406,31 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
     deterministic_row(r, pooled_S, 1e-9 * n * static_cast<double>(D), "sum of sign(x_k) t_k - p_k");
     c.rows.push_back(r);
   }
-  // unbiased by bins of p: a keep-probability error that depends on p and averages out overall.
+  // unbiased by bins of p: a keep-probability error that depends on p and averages out overall, in the
+  // pooled terms and (drift-by-p) in the same terms times sign(x_k): an error that depends on p and on the
+  // sign, and cancels in both totals (too high for one sign and too low for the other in one range of p).
   if (job.p_bins)
-    for (std::size_t b = 0; b < sp.bin_weight.size(); ++b) {
-      if (!bin_planned(n * sp.bin_weight[b], n * sp.bin_var[b])) continue;
-      Row r = stat_row(c, prefix(job, "unbiased-by-p"), fam, p_bin_label(b));
-      auto o = bernstein_decide(bin_S[b], bin_V[b], 1.0, c.alpha, beta);
-      double R = 0.0;  // expected count of the rarer outcome in the bin
-      for (std::size_t e = 0; e < D; ++e)
-        if (sp.bin[e] == static_cast<int>(b)) R += std::min(phat[e], 1.0 - phat[e]);
-      R *= n;
-      r.statistic = strf("%s: rel. bias %+.3g", p_bin_label(b).c_str(), R > 0 ? bin_S[b] / R : 0.0);
-      r.threshold = strf("|.| <= %.3g", R > 0 ? o.threshold / R : 0.0);
-      r.power = strf("rel. bias >= %.3g", R > 0 ? o.detectable / R : 0.0);
-      apply(r, o, R);
-      r.detail = strf("sum of sign(x_k) t_k - p_k over the coordinates whose keep probability is in the bin, relative to "
-                      "the expected count of the rarer outcome (%.0f); Bernstein", R);
-      mark_rejected(r);
-      c.rows.push_back(r);
-    }
+    for (Pooled what : {Pooled::bias, Pooled::drift})
+      for (std::size_t b = 0; b < sp.bin_weight.size(); ++b) {
+        if (!bin_planned(n * sp.bin_weight[b], n * sp.bin_var[b])) continue;
+        const bool drift = what == Pooled::drift;
+        const double S = drift ? bin_D[b] : bin_S[b];
+        Row r = stat_row(c, prefix(job, drift ? "unbiased-drift-by-p" : "unbiased-by-p"), fam, p_bin_label(b));
+        auto o = bernstein_decide(S, bin_V[b], 1.0, c.alpha, beta);
+        double R = 0.0;  // expected count of the rarer outcome in the bin
+        for (std::size_t e = 0; e < D; ++e)
+          if (sp.bin[e] == static_cast<int>(b)) R += std::min(phat[e], 1.0 - phat[e]);
+        R *= n;
+        r.statistic = strf("%s: rel. %s %+.3g", p_bin_label(b).c_str(), drift ? "drift" : "bias", R > 0 ? S / R : 0.0);
+        r.threshold = strf("|.| <= %.3g", R > 0 ? o.threshold / R : 0.0);
+        r.power = strf("rel. %s >= %.3g", drift ? "drift" : "bias", R > 0 ? o.detectable / R : 0.0);
+        apply(r, o, R);
+        r.detail = strf("sum of %s over the coordinates whose keep probability is in the bin, relative to the expected "
+                        "count of the rarer outcome (%.0f); Bernstein",
+                        drift ? "t_k - sign(x_k) p_k = (g~_k - x_k) / s" : "sign(x_k) t_k - p_k", R);
+        mark_rejected(r);
+        c.rows.push_back(r);
+      }
 }
 
 void emit_variance(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) {
@@ -543,7 +550,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
   count.assign(D, 0);
   std::uint64_t& wrong_total = st.wrong_total;
   double &pooled_S = st.pooled_S, &drift_S = st.drift_S, &var_S = st.var_S;
-  auto &bin_S = st.bin_S, &bin_V = st.bin_V;
+  auto &bin_S = st.bin_S, &bin_D = st.bin_D, &bin_V = st.bin_V;
   std::uint64_t scalar_changes = 0;
 
   // independence accumulators
@@ -711,7 +718,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
           clean = bad == 0;
         }
         if (clean) {
-          std::array<double, 9> bs = bin_S;
+          std::array<double, 9> bs = bin_S, bd = bin_D;
           std::uint32_t* cnt = count.data() + l.off;
           const std::int8_t* sg = sgn.data() + l.off;
           const double* ph = phat.data() + l.off;
@@ -726,7 +733,10 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
             p_acc += y - ph[k];
             d_acc += sg[k] * (y - ph[k]);
             const int b = bn[k];
-            if (b >= 0) bs[static_cast<std::size_t>(b)] += y - ph[k];
+            if (b >= 0) {
+              bs[static_cast<std::size_t>(b)] += y - ph[k];
+              bd[static_cast<std::size_t>(b)] += sg[k] * (y - ph[k]);
+            }
             const double diff = w * tk - sg[k] * xr[k];
             v_acc += diff * diff - ev[k];
           }
@@ -734,6 +744,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
           ds = d_acc;
           vs = v_acc;
           bin_S = bs;
+          bin_D = bd;
         }
         for (std::size_t k = 0; k < d.d && !clean; ++k) {
           const std::size_t e = l.off + k;
@@ -762,7 +773,10 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
           ps += y - phat[e];
           ds += sgn[e] * (y - phat[e]);
           const int b = sp.bin[e];
-          if (b >= 0) bin_S[static_cast<std::size_t>(b)] += y - phat[e];
+          if (b >= 0) {
+            bin_S[static_cast<std::size_t>(b)] += y - phat[e];
+            bin_D[static_cast<std::size_t>(b)] += sgn[e] * (y - phat[e]);
+          }
           const double diff = w * tk - sgn[e] * xrel[e];
           vs += diff * diff - evar[e];
         }
