@@ -319,9 +319,15 @@ class F32SigmaNaiveMutant : public MutantCodec {
   }
 };
 
-// The spec's keep probability min(|g|, cap) / s, at most 1, for a nonzero scalar (mutants 19 and 20).
+// The spec's keep probability min(|g|, cap) / s, at most 1, for a nonzero scalar (mutants 19 to 21).
 double keep_share(float g, const ScalarRule& rule) {
   return std::min(static_cast<double>(std::min(abs_float(g), rule.cap)) / static_cast<double>(rule.scalar), 1.0);
+}
+
+// The trit of g kept with probability q on the spec's uniform u (u < q 2^32), for mutants 20 and 21.
+int keep_at_rate(float g, double q, std::uint32_t u) {
+  if (!(static_cast<double>(u) < q * 4294967296.0)) return 0;
+  return g < 0.0f ? -1 : 1;
 }
 
 // 19. stochastic rounding written as floor(g/s + v) with v = the top 9 bits of the uniform: positives round
@@ -341,17 +347,15 @@ class FloorRoundingMutant : public MutantCodec {
 };
 
 // 20. a keep rate 1/64 too low for positive entries and 1/64 too high for negative ones (p < 1 only): every
-// coordinate drifts by -p s/64, and nothing else shows it: the keep rate summed with the signs, its bins of
-// p, the variance and the sure keeps are all as the spec's.
+// coordinate drifts by -p s/64, and nothing but the drift rows shows it: the keep rate summed with the signs,
+// its bins of p, the variance and the sure keeps are all as the spec's.
 class SignDriftMutant : public MutantCodec {
  public:
   SignDriftMutant() : MutantCodec("sign-drift") {}
   int element(float g, const ScalarRule& rule, std::uint32_t u) const override {
     if (rule.scalar == 0.0f || g == 0.0f) return 0;
     const double p = keep_share(g, rule);
-    const double q = p >= 1.0 ? 1.0 : std::min(1.0, p * (g > 0.0f ? 63.0 / 64.0 : 65.0 / 64.0));
-    if (!(static_cast<double>(u) < q * 4294967296.0)) return 0;
-    return g < 0.0f ? -1 : 1;
+    return keep_at_rate(g, p >= 1.0 ? 1.0 : std::min(1.0, p * (g > 0.0f ? 63.0 / 64.0 : 65.0 / 64.0)), u);
   }
 };
 
@@ -367,9 +371,7 @@ class SignByPMutant : public MutantCodec {
     if (rule.scalar == 0.0f || g == 0.0f) return 0;
     const double p = keep_share(g, rule);
     const bool band = p >= 0x1p-12 && p < 0x1p-11;
-    const double q = band ? (g > 0.0f ? 2.0 * p : 0.0) : p;
-    if (!(static_cast<double>(u) < q * 4294967296.0)) return 0;
-    return g < 0.0f ? -1 : 1;
+    return keep_at_rate(g, band ? (g > 0.0f ? 2.0 * p : 0.0) : p, u);
   }
 };
 

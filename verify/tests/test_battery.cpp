@@ -835,28 +835,40 @@ class UnseededSampler : public Sampler {
   std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
 };
 
+// Runs the battery at quick on a mutant with cross skipped (it would name any deviation from the spec's bytes),
+// requires the run to fail, every failed row's check to be one `allowed` accepts, and at least `min_failed` of
+// them; returns the result.
+Result quick_mutant_fails_only_in(const std::string& mutant, const std::function<bool(const std::string&)>& allowed,
+                                  std::size_t min_failed) {
+  Options o;
+  o.profile = profile_named("quick");
+  o.skip = {"cross"};
+  auto m = make_sampler("mutant:" + mutant, {});
+  Result r = run_battery(*m, o);
+  EXPECT_FALSE(r.pass());
+  std::size_t failed_rows = 0;
+  for (const auto& row : r.rows) {
+    if (row.pass) continue;
+    ++failed_rows;
+    EXPECT_TRUE(allowed(row.check)) << row.id << " failed: only the rows aimed at " << mutant
+                                    << "'s defect should see it\n" << format_table(r);
+  }
+  EXPECT_GE(failed_rows, min_failed) << format_table(r);
+  return r;
+}
+
 // A keep rate 1/64 too low for positive entries and 1/64 too high for negative ones moves every coordinate's
 // mean the same way (by -p s/64). The keep rate summed with the signs cancels it, and so do its bins of p taken
 // without the sign, the variance and the sure keeps; the drift rows (and the drift-by-p bins) see it (detectable
 // drift at quick: about 2.2e-3 s per family, 3e-4 s over all families; the mutant's: 2.6e-3 to 5.3e-3 s per
-// family). Cross is skipped: it would name any deviation from the spec's bytes.
+// family).
 TEST(Battery, SignDriftIsCaughtByTheDriftRows) {
-  Options o;
-  o.profile = profile_named("quick");
-  o.skip = {"cross"};
-  auto m = make_sampler("mutant:sign-drift", {});
-  Result r = run_battery(*m, o);
-  EXPECT_FALSE(r.pass());
-  std::size_t drift_failed = 0;
-  for (const auto& row : r.rows) {
-    if (row.pass) continue;
+  auto drift = [](const std::string& check) {
     const std::string tail = ".unbiased-drift";
-    const bool drift = row.check == "unbiased-drift" || row.check == "unbiased-drift-by-p" ||
-                       (row.check.size() > tail.size() && row.check.compare(row.check.size() - tail.size(), tail.size(), tail) == 0);
-    EXPECT_TRUE(drift) << row.id << " failed: only the drift rows should see this defect\n" << format_table(r);
-    drift_failed += drift;
-  }
-  EXPECT_GE(drift_failed, 3u) << format_table(r);
+    return check == "unbiased-drift" || check == "unbiased-drift-by-p" ||
+           (check.size() > tail.size() && check.compare(check.size() - tail.size(), tail.size(), tail) == 0);
+  };
+  Result r = quick_mutant_fails_only_in("sign-drift", drift, 3);
   bool all_families = false;
   for (const auto& row : r.rows) all_families |= row.id == "unbiased-drift/all families" && !row.pass;
   EXPECT_TRUE(all_families) << format_table(r);
@@ -865,22 +877,9 @@ TEST(Battery, SignDriftIsCaughtByTheDriftRows) {
 // A keep-rate error that depends on p and on the sign: in [2^-12, 2^-11) positives are kept at 2p and negatives
 // never. It cancels in the pooled and drift totals and in the bins of p taken without the sign (pladder's signs
 // are balanced), and each coordinate's error is below 2^-11; the bin taken with the sign sees a relative drift of
-// 1 (detectable at quick: 0.78). Cross is skipped: it would name any deviation from the spec's bytes.
+// 1 (detectable at quick: 0.78).
 TEST(Battery, SignByPIsCaughtByTheDriftByPRows) {
-  Options o;
-  o.profile = profile_named("quick");
-  o.skip = {"cross"};
-  auto m = make_sampler("mutant:sign-by-p", {});
-  Result r = run_battery(*m, o);
-  EXPECT_FALSE(r.pass());
-  std::size_t failed_rows = 0;
-  for (const auto& row : r.rows) {
-    if (row.pass) continue;
-    ++failed_rows;
-    EXPECT_EQ(row.check, "unbiased-drift-by-p") << row.id << " failed: only the drift-by-p rows should see this defect\n"
-                                                << format_table(r);
-  }
-  EXPECT_GE(failed_rows, 1u) << format_table(r);
+  quick_mutant_fails_only_in("sign-by-p", [](const std::string& check) { return check == "unbiased-drift-by-p"; }, 1);
 }
 
 TEST(Battery, UnseededCodecIsJudgedWithoutTheSameKeyComparisons) {
