@@ -15,8 +15,8 @@ Two ways in:
 * ``compare(a, b)`` compares two implementations (names or draw functions) bit for bit.
 
 * ``check_samples(g, trits, scalars)`` / ``check_values(g, values)`` run the per-gradient checks
-  (structure, unbiased per coordinate and pooled, variance identity, independence) on draws you made
-  anywhere, e.g. with another library, saved from a GPU, or with a codec under development.
+  (structure, unbiased per coordinate, pooled, drift and by bins of p, variance identity, independence) on
+  draws you made anywhere, e.g. with another library, saved from a GPU, or with a codec under development.
 
 Every result states its error budget: a correct codec fails a run with probability at most
 ``alpha_total`` (split over ``decisions``), and every row gives the smallest effect it detects with

@@ -135,6 +135,7 @@ Result check_samples(std::span<const TensorSamples> tensors, const SampleCheckOp
   job.grad = std::move(G);
   job.params = options.params;
   job.independence = options.independence;
+  job.p_bins = true;  // the bins of p that this gradient and number of draws give the power to test (bin_planned)
   job.steps = static_cast<std::uint32_t>(steps);
   job.fixed_samples = true;
 

@@ -191,23 +191,31 @@ bool failed(const Result& r, const std::string& check) {
 }
 
 TEST(CheckSamples, ReferenceDrawsPassEveryCheck) {
-  // Correct draws: each of the 10 decisions fails with probability <= 1e-6 / 10 (fixed seed here,
+  // Correct draws: each of the 19 decisions fails with probability <= 1e-6 / 19 (fixed seed here,
   // so the outcome is deterministic); the exact structure row cannot fail. At 4096 elements x 128
   // draws the independence rows are blocks of 8 (offsets 0 and 4) and 64, lags 64 and 512, and lag d/2
   // (2048 here): blocks of 512 are left out (their range term 2 tau^2 ln(2e12) / 3, tau^2 =
   // (512 / 2) ln(2 K / 0.5e-12) with K = 1024 block-draws, exceeds n d / 8) and lag 4096 needs 8192
-  // elements.
+  // elements. The bins of p tested (pooled and drift) are the four where a total loss of the bin's rarer
+  // outcome is detectable: [2^-10, 2^-6), [2^-6, 1/8), [1/8, 1/2) and [1/2, 7/8) (this normal gradient
+  // has too few elements below 2^-10 or above 7/8).
   Drawn x = drawn("reference", 4096, 128);
   TensorSamples t = x.view();
   Result r = check_samples({&t, 1}, {});
   EXPECT_TRUE(r.pass()) << format_table(r);
-  EXPECT_EQ(r.decisions, 11u);
-  EXPECT_DOUBLE_EQ(r.alpha_each, 1e-6 / 11);
-  ASSERT_EQ(r.rows.size(), 12u) << format_table(r);
+  EXPECT_EQ(r.decisions, 19u);
+  EXPECT_DOUBLE_EQ(r.alpha_each, 1e-6 / 19);
+  ASSERT_EQ(r.rows.size(), 20u) << format_table(r);
   std::vector<std::string> ids;
   for (const auto& row : r.rows) ids.push_back(row.id);
+  std::vector<std::string> bins;
+  for (const char* check : {"unbiased-by-p", "unbiased-drift-by-p"})
+    for (const char* bin : {"p in [2^-10,2^-6)", "p in [2^-6,1/8)", "p in [1/8,1/2)", "p in [1/2,7/8)"})
+      bins.push_back(std::string(check) + "/samples/" + bin);
   EXPECT_EQ(ids, (std::vector<std::string>{"structure/samples", "unbiased/samples", "unbiased-pooled/samples",
-                                           "unbiased-drift/samples", "variance/samples", "independence/samples/blocks of 8",
+                                           "unbiased-drift/samples", bins[0], bins[1], bins[2], bins[3], bins[4],
+                                           bins[5], bins[6], bins[7], "variance/samples",
+                                           "independence/samples/blocks of 8",
                                            "independence/samples/blocks of 8 at +4",
                                            "independence/samples/blocks of 64", "independence/samples/lag 64",
                                            "independence/samples/lag 512", "independence/samples/lag d/2",
@@ -217,7 +225,49 @@ TEST(CheckSamples, ReferenceDrawsPassEveryCheck) {
   EXPECT_NE(format_table(r).find("samples given by the caller"), std::string::npos);
   SampleCheckOptions no_indep;
   no_indep.independence = false;
-  EXPECT_EQ(check_samples({&t, 1}, no_indep).decisions, 5u);
+  EXPECT_EQ(check_samples({&t, 1}, no_indep).decisions, 13u);
+}
+
+// Draws whose keep rate is p (1 + e sign(g)) where p is in [1/8, 1/2) and p (1 + e' sign(g)) where p is in
+// [1/2, 7/8), e = 0.03 and e' < 0 chosen so that the drift summed over every coordinate is 0 (e' = -0.12 for this
+// gradient, which has about 4 times more of its p in the first range): the error cancels between the signs in
+// the pooled sums (the signs are balanced), and between the two ranges of p in the drift sum; per coordinate it
+// is at most 0.11, below the per-coordinate test's power (|dp| about 0.4 here). Only the bins of p taken with the
+// sign see it: relative drift 0.03 in [1/8, 1/2) (detectable 0.028) and about -0.18 in [1/2, 7/8) (relative to
+// the rarer outcome's count, n sum (1 - p); detectable 0.063).
+TEST(CheckSamples, DriftByPSeesASignErrorThatCancelsInEveryTotal) {
+  Drawn x = drawn("reference", 4096, 128);
+  const float s = x.draws.scalars[0];
+  auto p_of = [&](float g) { return std::min(1.0, std::fabs(static_cast<double>(g)) / static_cast<double>(s)); };
+  double sum1 = 0.0, sum2 = 0.0;  // sum of p over each range
+  for (float g : x.g) {
+    const double p = p_of(g);
+    if (p >= 0.125 && p < 0.5) sum1 += p;
+    if (p >= 0.5 && p < 0.875) sum2 += p;
+  }
+  ASSERT_GT(sum2, 0.0);
+  const double e1 = 0.03, e2 = -e1 * sum1 / sum2;
+  ASSERT_GT(e2, -1.0 / 7.0);  // the rates stay in [0, 1]: p (1 + |e2|) < 1 for p < 7/8
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  std::vector<std::int8_t> trits(x.draws.trits.size());
+  for (std::size_t j = 0; j < 128; ++j)
+    for (std::size_t k = 0; k < x.g.size(); ++k) {
+      const double p = p_of(x.g[k]), sign = x.g[k] < 0.0f ? -1.0 : 1.0;
+      const double e = p >= 0.125 && p < 0.5 ? e1 : (p >= 0.5 && p < 0.875 ? e2 : 0.0);
+      const bool keep = uni(rng) < p * (1.0 + e * sign);
+      trits[j * x.g.size() + k] = static_cast<std::int8_t>(keep ? sign : 0.0);
+    }
+  TensorSamples t{x.g, trits, x.draws.scalars, std::nullopt, ""};
+  Result r = check_samples({&t, 1}, {});
+  EXPECT_FALSE(r.pass()) << format_table(r);
+  bool band = false;
+  for (const auto& row : r.rows) {
+    if (row.pass) continue;
+    EXPECT_EQ(row.check, "unbiased-drift-by-p") << row.id << " failed\n" << format_table(r);
+    band |= row.id == "unbiased-drift-by-p/samples/p in [1/2,7/8)";
+  }
+  EXPECT_TRUE(band) << format_table(r);
 }
 
 // A stride bug that hands each uniform to a second element 96 places on, in runs of 96 (no lag row is 96,
