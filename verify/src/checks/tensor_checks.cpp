@@ -409,18 +409,17 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
   // unbiased by bins of p: a keep-probability error that depends on p and averages out overall, in the
   // pooled terms and (drift-by-p) in the same terms times sign(x_k): an error that depends on p and on the
   // sign, and cancels in both totals (too high for one sign and too low for the other in one range of p).
-  if (job.p_bins)
+  if (job.p_bins) {
+    std::array<double, 9> rarer{};  // per bin: expected count of the rarer outcome, n sum min(p, 1 - p)
+    for (std::size_t e = 0; e < D; ++e)
+      if (sp.bin[e] >= 0) rarer[static_cast<std::size_t>(sp.bin[e])] += n * std::min(phat[e], 1.0 - phat[e]);
     for (Pooled what : {Pooled::bias, Pooled::drift})
       for (std::size_t b = 0; b < sp.bin_weight.size(); ++b) {
         if (!bin_planned(n * sp.bin_weight[b], n * sp.bin_var[b])) continue;
         const bool drift = what == Pooled::drift;
-        const double S = drift ? bin_D[b] : bin_S[b];
+        const double S = drift ? bin_D[b] : bin_S[b], R = rarer[b];
         Row r = stat_row(c, prefix(job, drift ? "unbiased-drift-by-p" : "unbiased-by-p"), fam, p_bin_label(b));
         auto o = bernstein_decide(S, bin_V[b], 1.0, c.alpha, beta);
-        double R = 0.0;  // expected count of the rarer outcome in the bin
-        for (std::size_t e = 0; e < D; ++e)
-          if (sp.bin[e] == static_cast<int>(b)) R += std::min(phat[e], 1.0 - phat[e]);
-        R *= n;
         r.statistic = strf("%s: rel. %s %+.3g", p_bin_label(b).c_str(), drift ? "drift" : "bias", R > 0 ? S / R : 0.0);
         r.threshold = strf("|.| <= %.3g", R > 0 ? o.threshold / R : 0.0);
         r.power = strf("rel. %s >= %.3g", drift ? "drift" : "bias", R > 0 ? o.detectable / R : 0.0);
@@ -431,6 +430,7 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
         mark_rejected(r);
         c.rows.push_back(r);
       }
+  }
 }
 
 void emit_variance(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) {
