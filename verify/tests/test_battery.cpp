@@ -232,10 +232,11 @@ TEST(CheckSamples, ReferenceDrawsPassEveryCheck) {
 // [1/2, 7/8), e = 0.03 and e' < 0 chosen so that the drift summed over every coordinate is 0 (e' = -0.12 for this
 // gradient, which has about 4 times more of its p in the first range): the error cancels between the signs in
 // the pooled sums (the signs are balanced), and between the two ranges of p in the drift sum; per coordinate it
-// is at most 0.11, below the per-coordinate test's power (|dp| about 0.4 here). Only the bins of p taken with the
-// sign see it: relative drift 0.03 in [1/8, 1/2) (detectable 0.028) and about -0.18 in [1/2, 7/8) (relative to
-// the rarer outcome's count, n sum (1 - p); detectable 0.063).
-TEST(CheckSamples, DriftByPSeesASignErrorThatCancelsInEveryTotal) {
+// is at most 0.11, below the per-coordinate test's power (|dp| about 0.4 here). Only the rows taken with the sign
+// see it: the bins of p (relative drift 0.03 in [1/8, 1/2), detectable 0.028, and about -0.18 in [1/2, 7/8),
+// relative to the rarer outcome's count, n sum (1 - p); detectable 0.063), and the drift's partial sums in p
+// order, which rise up to p = 1/2 and fall back after it (peak about 1.5 times the threshold; total about 0).
+TEST(CheckSamples, DriftRowsSeeASignErrorThatCancelsInEveryTotal) {
   Drawn x = drawn("reference", 4096, 128);
   const float s = x.draws.scalars[0];
   auto p_of = [&](float g) { return std::min(1.0, std::fabs(static_cast<double>(g)) / static_cast<double>(s)); };
@@ -261,13 +262,21 @@ TEST(CheckSamples, DriftByPSeesASignErrorThatCancelsInEveryTotal) {
   TensorSamples t{x.g, trits, x.draws.scalars, std::nullopt, ""};
   Result r = check_samples({&t, 1}, {});
   EXPECT_FALSE(r.pass()) << format_table(r);
-  bool band = false;
+  bool band = false, total = false;
   for (const auto& row : r.rows) {
     if (row.pass) continue;
-    EXPECT_EQ(row.check, "unbiased-drift-by-p") << row.id << " failed\n" << format_table(r);
+    EXPECT_TRUE(row.check == "unbiased-drift-by-p" || row.check == "unbiased-drift") << row.id << " failed\n"
+                                                                                      << format_table(r);
     band |= row.id == "unbiased-drift-by-p/samples/p in [1/2,7/8)";
+    if (row.id == "unbiased-drift/samples") {
+      total = true;
+      // the drift summed over every coordinate is within the line; its partial sums at p = 1/2 are not
+      EXPECT_LT(std::fabs(row.z), 3.0) << row.statistic;
+      EXPECT_NE(row.statistic.find("at p = 0.5 "), std::string::npos) << row.statistic;
+    }
   }
   EXPECT_TRUE(band) << format_table(r);
+  EXPECT_TRUE(total) << format_table(r);
 }
 
 // A stride bug that hands each uniform to a second element 96 places on, in runs of 96 (no lag row is 96,
@@ -930,6 +939,23 @@ TEST(Battery, SignDriftIsCaughtByTheDriftRows) {
 // 1 (detectable at quick: 0.78).
 TEST(Battery, SignByPIsCaughtByTheDriftByPRows) {
   quick_mutant_fails_only_in("sign-by-p", [](const std::string& check) { return check == "unbiased-drift-by-p"; }, 1);
+}
+
+// A keep-rate error that changes sign along p inside one bin: in [2^-12, 9 2^-15) entries are kept at 8p, in
+// [9 2^-15, 2^-11) never. On pladder (p log-uniform in the band) it cancels in the bin's total, in every other
+// total, and with the sign (it does not depend on it); each coordinate's error is below 2^-11. The bin's partial
+// sums in p order rise by 7/8 of the band's expected keeps up to p = 9 2^-15 (threshold at quick: 0.495,
+// detectable 0.78), so the bin row fails there, and no other row does.
+TEST(Battery, PWaveIsCaughtByThePartialSumsOfItsBin) {
+  Result r = quick_mutant_fails_only_in("p-wave", [](const std::string& check) { return check == "unbiased-by-p"; }, 1);
+  for (const auto& row : r.rows)
+    if (!row.pass) {
+      EXPECT_EQ(row.id, "unbiased-by-p/pladder/p in [2^-12,2^-11)") << format_table(r);
+      // what was judged is the peak of the partial sums, at the piece boundary, and it is past the line
+      EXPECT_NE(row.statistic.find("partial-sum peak +"), std::string::npos) << row.statistic;
+      EXPECT_NE(row.statistic.find("at p = 0.000275"), std::string::npos) << row.statistic;
+      EXPECT_GT(row.effect, row.limit) << format_table(r);
+    }
 }
 
 TEST(Battery, UnseededCodecIsJudgedWithoutTheSameKeyComparisons) {

@@ -78,7 +78,7 @@ TEST(Mutants, ListsAndFactoriesAgree) {
     EXPECT_EQ(make_sampler(std::string("mutant:") + m.name, {})->name(), std::string("mutant:") + m.name);
     EXPECT_GT(std::strlen(m.description), 10u) << m.name;
   }
-  EXPECT_EQ(mutant_list().size(), 21u);
+  EXPECT_EQ(mutant_list().size(), 22u);
   for (const auto& v : variant_list()) {
     EXPECT_TRUE(names.insert(v.name).second) << v.name;  // a name is a mutant or a variant, never both
     EXPECT_EQ(make_variant_codec(v.name)->name(), std::string("variant:") + v.name);
@@ -329,6 +329,43 @@ TEST(Mutants, SignByPKeepsTheSignsAtDifferentRatesInOneBandOfP) {
   // with these uniforms the rule differs from the spec's on both signs (counts seen, not a rate)
   EXPECT_GT(diff[0], 0u);
   EXPECT_GT(diff[1], 0u);
+}
+
+TEST(Mutants, PWaveKeepsAtEightTimesPThenNeverWithinOneBandOfP) {
+  const std::size_t d = 8192;
+  std::vector<float> g(d);
+  // magnitudes from 2^-13 to 1, log-spaced, alternating signs; g[0] = 1 is the scalar, so p = |g|
+  for (std::size_t k = 0; k < d; ++k)
+    g[k] = (k % 2 ? -1.0f : 1.0f) * static_cast<float>(std::exp2(-13.0 + 13.0 * static_cast<double>(k) / d));
+  g[0] = 1.0f;
+  std::size_t low = 0, high = 0, low_kept = 0, ref_high_kept = 0;
+  for (std::uint32_t step = 0; step < 64; ++step) {
+    const StreamKey key{12, 0, 0, step};
+    Draws m = draw_key("mutant:p-wave", g, key), ref = draw_key("reference", g, key);
+    ASSERT_EQ(m.scalars[0], 1.0f);
+    for (std::size_t k = 1; k < d; ++k) {
+      const std::uint32_t u = philox_block(key, static_cast<std::uint32_t>(k / 4))[static_cast<int>(k % 4)];
+      const double p = std::fabs(static_cast<double>(g[k]));
+      const int sign = g[k] < 0.0f ? -1 : 1;
+      if (p >= 0x1p-12 && p < 9 * 0x1p-15) {  // the lower piece: kept at 8p, on the spec's uniform
+        ++low;
+        ASSERT_EQ(m.trits[k], static_cast<double>(u) < 8.0 * p * 4294967296.0 ? sign : 0) << k;
+        low_kept += m.trits[k] != 0;
+      } else if (p >= 9 * 0x1p-15 && p < 0x1p-11) {  // the upper piece: never kept
+        ++high;
+        ASSERT_EQ(m.trits[k], 0) << k;
+        ref_high_kept += ref.trits[k] != 0;
+      } else {
+        ASSERT_EQ(m.trits[k], ref.trits[k]) << k;
+      }
+    }
+  }
+  // about log2(9/8) / 13 and log2(16/9) / 13 of the log-spaced magnitudes per key lie in the two pieces
+  EXPECT_GT(low, 64u * 100u);
+  EXPECT_GT(high, 64u * 450u);
+  // the pieces differ from the spec where it matters: keeps in the lower piece, none where the spec keeps some
+  EXPECT_GT(low_kept, 0u);
+  EXPECT_GT(ref_high_kept, 0u);
 }
 
 TEST(Mutants, F32SigmaNaiveUnderflowsAndOverflows) {

@@ -174,7 +174,19 @@ BernsteinOutcome bernstein_decide(double S, double V, double b, double alpha, do
   // detectable size change the variance only to first order). Detected if delta >= t_a + t_b.
   o.detectable = o.threshold + bernstein_one_sided(V, b, beta);
   o.z = V > 0 ? S / std::sqrt(V) : 0.0;
+  o.judged = S;
   o.pass = std::fabs(S) <= o.threshold;
+  return o;
+}
+
+BernsteinOutcome bernstein_decide_partial(double S, const PartialPeak& peak, double V, double b, double alpha,
+                                          double beta) {
+  BernsteinOutcome o = bernstein_decide(S, V, b, alpha, beta);
+  if (std::fabs(peak.S) > std::fabs(S)) {  // S is itself a partial sum: the peak is never below it
+    o.judged = peak.S;
+    o.p = bernstein_tail_bound(peak.S, V, b);
+    o.pass = std::fabs(peak.S) <= o.threshold;
+  }
   return o;
 }
 
@@ -190,6 +202,11 @@ Row violations_row(const std::string& check, const std::string& family, std::uin
   return r;
 }
 
+std::string partial_text(const PartialPeak& peak, double unit, const std::string& units) {
+  return strf("partial-sum peak %+.3g%s%s at p = %.3g (%zu/%zu)",
+              unit > 0 ? peak.S / unit : 0.0, units.empty() ? "" : " ", units.c_str(), peak.p, peak.count, peak.of);
+}
+
 std::string bound_text(double p) {
   if (p < 1.0) return strf("p <= %.2g", p);
   return strf("bound %.2g (>= 1)", p);
@@ -197,7 +214,7 @@ std::string bound_text(double p) {
 
 void apply(Row& r, const BernsteinOutcome& o, double unit) {
   if (unit > 0.0) {
-    r.effect = o.S / unit;
+    r.effect = o.judged / unit;
     r.limit = o.threshold / unit;
     r.detectable = o.detectable / unit;
   }
@@ -212,11 +229,13 @@ void mark_rejected(Row& r) {
 }
 
 Row pooled_bias_row(const Ctx& c, const std::string& check, const std::string& family, double S, double V,
-                    double M, const std::string& detail, Pooled what) {
+                    double M, const std::string& detail, Pooled what, const PartialPeak* peak) {
   const char* word = what == Pooled::drift ? "drift" : "bias";
   Row r = stat_row(c, check, family);
-  auto o = bernstein_decide(S, V, 1.0, c.alpha, c.opt.profile.beta);
+  auto o = peak ? bernstein_decide_partial(S, *peak, V, 1.0, c.alpha, c.opt.profile.beta)
+                : bernstein_decide(S, V, 1.0, c.alpha, c.opt.profile.beta);
   r.statistic = strf("mean %s %.3g s", word, S / M);
+  if (peak) r.statistic += "; " + partial_text(*peak, M, "s");
   r.threshold = strf("|.| <= %.3g s", o.threshold / M);
   r.power = strf("%s >= %.3g s", word, o.detectable / M);
   apply(r, o, M);

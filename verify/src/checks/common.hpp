@@ -78,11 +78,31 @@ Row info_row(const std::string& check, const std::string& family, const std::str
 /// bound p (uncapped) and pass = |S| <= threshold.
 struct BernsteinOutcome {
   double S = 0, threshold = 0, detectable = 0, z = 0, p = 1;
+  double judged = 0;  // what was compared with the threshold: S, or the partial sum of largest |.|
   bool pass = true;
 };
 BernsteinOutcome bernstein_decide(double S, double V, double b, double alpha, double beta);
+
+/// The largest partial sum of a row's terms taken in an order fixed before the draws (the coordinates by
+/// their keep probability): its value, the keep probability where it is reached, and how many of the
+/// row's coordinates it sums.
+struct PartialPeak {
+  double S = 0.0, p = 0.0;
+  std::size_t count = 0, of = 0;
+};
+/// The same decision on every partial sum S_1, ..., S_m = S of the terms in a fixed order: fails when the
+/// largest |S_j| exceeds the threshold of S. Under H0 the partial sums are a martingale with increments
+/// in [-b, b] and variance at most V, and Freedman's inequality (1975, Theorem 1.6, in its Bernstein form)
+/// bounds the chance that any of them leaves [-t, t] by the bound Bernstein gives for S alone: the error
+/// rate is unchanged, and an error that changes sign along the order, and cancels in S, shows where it
+/// changes sign. z stays S / sqrt(V) (calibrate checks the variance with it); p is the bound at the peak.
+BernsteinOutcome bernstein_decide_partial(double S, const PartialPeak& peak, double V, double b, double alpha,
+                                          double beta);
+/// "partial-sum peak +0.12 s at p = 0.0003 (812/4096)": the largest partial sum in p order, peak.S / unit, and
+/// how many of the row's coordinates it sums.
+std::string partial_text(const PartialPeak& peak, double unit, const std::string& units);
 /// Copies an outcome into a row: z, p, the p-value text, pass, and the numeric effect, limit and
-/// detectable effect in the row's printed units (S / unit, threshold / unit, detectable / unit).
+/// detectable effect in the row's printed units (judged / unit, threshold / unit, detectable / unit).
 void apply(Row& r, const BernsteinOutcome& o, double unit);
 /// The p-value column of a Bernstein row: "p <= 0.012", or "bound 3.4 (>= 1)" when the bound says nothing.
 std::string bound_text(double p);
@@ -92,8 +112,10 @@ void mark_rejected(Row& r);
 /// The pooled unbiasedness rows: S = sum of M terms in [-1, 1] with variance V under H0 (sign(x) t - p for
 /// the keep rate, t - sign(x) p for the drift), reported per term in units of the scalar as `measure`.
 enum class Pooled { bias, drift };
+/// With `peak`, the row also judges the partial sums (bernstein_decide_partial).
 Row pooled_bias_row(const Ctx& c, const std::string& check, const std::string& family, double S, double V,
-                    double M, const std::string& detail, Pooled what = Pooled::bias);
+                    double M, const std::string& detail, Pooled what = Pooled::bias,
+                    const PartialPeak* peak = nullptr);
 
 /// An exact row that counts violations: passes iff bad == 0; its detail is `first` (the first violation)
 /// when it fails, `ok` when it passes.

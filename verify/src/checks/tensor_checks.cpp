@@ -6,6 +6,7 @@
 #include <array>
 #include <limits>
 #include <mutex>
+#include <numeric>
 #include <map>
 
 #include "checks/common.hpp"
@@ -324,6 +325,36 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
   const std::uint64_t infeasible = st.infeasible, wrong_total = st.wrong_total;
   const double pooled_S = st.pooled_S, drift_S = st.drift_S;
   const std::string target = job.params.clip == ClipMode::none ? "x = g" : "x = clamp(g, c sigma)";
+  // The pooled rows also judge their partial sums, the coordinates taken in the order of their spec keep
+  // probability (ties by position; fixed before any draw). A coordinate's term is its pooled term summed over
+  // the draws, as the sums above add it: count - n p, or count (1 - p) for a sure keep, whose misses are left
+  // out of the pooled sums. So a keep-rate error that changes sign along p, and cancels in a total or a bin,
+  // shows at the p where it changes sign.
+  struct Walk {
+    PartialPeak peak;
+    double S = 0.0;
+    void add(double v, double p) {
+      S += v;
+      ++peak.of;
+      if (std::fabs(S) > std::fabs(peak.S)) peak.S = S, peak.p = p, peak.count = peak.of;
+    }
+  };
+  Walk walk_bias, walk_drift;
+  std::array<Walk, 9> bin_walk_bias, bin_walk_drift;
+  {
+    std::vector<std::size_t> order(D);
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return sp.p[a] < sp.p[b]; });
+    for (std::size_t e : order) {
+      const double term = st.must_keep[e] ? count[e] * (1.0 - phat[e]) : count[e] - n * phat[e];
+      walk_bias.add(term, sp.p[e]);
+      walk_drift.add(st.sgn[e] * term, sp.p[e]);
+      if (sp.bin[e] >= 0) {
+        bin_walk_bias[static_cast<std::size_t>(sp.bin[e])].add(term, sp.p[e]);
+        bin_walk_drift[static_cast<std::size_t>(sp.bin[e])].add(st.sgn[e] * term, sp.p[e]);
+      }
+    }
+  }
   // unbiased, per coordinate: count_k ~ Binomial(n, p_k) exactly under H0; exact two-sided p-value per
   // coordinate, the minimum Bonferroni-adjusted over the D coordinates.
   {
@@ -391,7 +422,8 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
     c.rows.push_back(pooled_bias_row(c, prefix(job, "unbiased-pooled"), fam, pooled_S, pooled_V,
                                      static_cast<double>(n) * static_cast<double>(D),
                                      "Bernstein on the sum over draws and coordinates of sign(x_k) t_k - p_k (terms in "
-                                     "[-1,1], variance known under H0)"));
+                                     "[-1,1], variance known under H0), and Freedman on its partial sums in p order",
+                                     Pooled::bias, &walk_bias.peak));
     // The same terms, each times sign(x_k): sum of t_k - sign(x_k) p_k = sum (g~_k - x_k) / s. A keep rate too
     // low on one sign and too high on the other (positives rounded down, negatives up) cancels in the sum
     // above and adds up here.
@@ -399,8 +431,8 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
                                      static_cast<double>(n) * static_cast<double>(D),
                                      "Bernstein on the sum over draws and coordinates of t_k - sign(x_k) p_k = (g~_k - "
                                      "x_k) / s (a drift of every coordinate the same way; terms in [-1,1], variance "
-                                     "known under H0)",
-                                     Pooled::drift));
+                                     "known under H0), and Freedman on its partial sums in p order",
+                                     Pooled::drift, &walk_drift.peak));
   } else {
     Row r = exact_row(prefix(job, "unbiased-pooled"), fam);
     deterministic_row(r, pooled_S, 1e-9 * n * static_cast<double>(D), "sum of sign(x_k) t_k - p_k");
@@ -419,13 +451,15 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
         const bool drift = what == Pooled::drift;
         const double S = drift ? bin_D[b] : bin_S[b], R = rarer[b];
         Row r = stat_row(c, prefix(job, drift ? "unbiased-drift-by-p" : "unbiased-by-p"), fam, p_bin_label(b));
-        auto o = bernstein_decide(S, bin_V[b], 1.0, c.alpha, beta);
-        r.statistic = strf("%s: rel. %s %+.3g", p_bin_label(b).c_str(), drift ? "drift" : "bias", R > 0 ? S / R : 0.0);
+        const PartialPeak& peak = (drift ? bin_walk_drift : bin_walk_bias)[b].peak;
+        auto o = bernstein_decide_partial(S, peak, bin_V[b], 1.0, c.alpha, beta);
+        r.statistic = strf("%s: rel. %s %+.3g; %s", p_bin_label(b).c_str(), drift ? "drift" : "bias",
+                           R > 0 ? S / R : 0.0, partial_text(peak, R, "").c_str());
         r.threshold = strf("|.| <= %.3g", R > 0 ? o.threshold / R : 0.0);
         r.power = strf("rel. %s >= %.3g", drift ? "drift" : "bias", R > 0 ? o.detectable / R : 0.0);
         apply(r, o, R);
         r.detail = strf("sum of %s over the coordinates whose keep probability is in the bin, relative to the expected "
-                        "count of the rarer outcome (%.0f); Bernstein",
+                        "count of the rarer outcome (%.0f); Bernstein, and Freedman on its partial sums in p order",
                         drift ? "t_k - sign(x_k) p_k = (g~_k - x_k) / s" : "sign(x_k) t_k - p_k", R);
         mark_rejected(r);
         c.rows.push_back(r);

@@ -55,7 +55,9 @@ struct Row {
   /// (Bernstein rows; may exceed 1), compared with alpha; NaN for exact and info rows.
   double p = std::numeric_limits<double>::quiet_NaN();
   /// Bernstein rows, in the units the row prints (a bias per coordinate, a relative error, a
-  /// correlation): the measured effect, the acceptance half-width, the detectable effect. NaN elsewhere.
+  /// correlation): the measured effect (the pooled rows: the peak of their partial sums in p order, which
+  /// is the total where the sums grow steadily), the acceptance half-width, the detectable effect. NaN
+  /// elsewhere.
   double effect = std::numeric_limits<double>::quiet_NaN();
   double limit = std::numeric_limits<double>::quiet_NaN();
   double detectable = std::numeric_limits<double>::quiet_NaN();
