@@ -298,13 +298,19 @@ TEST(Mutants, FloorRoundingAndSignDriftKeepTheSignsAtDifferentRates) {
 
 // sign-by-p keeps the signs at different rates only where p is in [2^-12, 2^-11): positives at 2p, negatives
 // never; everywhere else its trits are the spec's.
-TEST(Mutants, SignByPKeepsTheSignsAtDifferentRatesInOneBandOfP) {
-  const std::size_t d = 8192;
+// d magnitudes from 2^-13 to 1, log-spaced, alternating signs; g[0] = 1 is the scalar, so p = |g|: every band
+// of p below 1 holds about d / 13 elements per octave.
+std::vector<float> log_spaced_ladder(std::size_t d) {
   std::vector<float> g(d);
-  // magnitudes from 2^-13 to 1, log-spaced, alternating signs; g[0] = 1 is the scalar, so p = |g|
   for (std::size_t k = 0; k < d; ++k)
     g[k] = (k % 2 ? -1.0f : 1.0f) * static_cast<float>(std::exp2(-13.0 + 13.0 * static_cast<double>(k) / d));
   g[0] = 1.0f;
+  return g;
+}
+
+TEST(Mutants, SignByPKeepsTheSignsAtDifferentRatesInOneBandOfP) {
+  const std::size_t d = 8192;
+  const std::vector<float> g = log_spaced_ladder(d);
   std::size_t band = 0, diff[2] = {0, 0};
   // the band's keeps are rare (p < 2^-11), so 64 keys: the rule is checked element by element on every one
   for (std::uint32_t step = 0; step < 64; ++step) {
@@ -333,11 +339,7 @@ TEST(Mutants, SignByPKeepsTheSignsAtDifferentRatesInOneBandOfP) {
 
 TEST(Mutants, PWaveKeepsAtEightTimesPThenNeverWithinOneBandOfP) {
   const std::size_t d = 8192;
-  std::vector<float> g(d);
-  // magnitudes from 2^-13 to 1, log-spaced, alternating signs; g[0] = 1 is the scalar, so p = |g|
-  for (std::size_t k = 0; k < d; ++k)
-    g[k] = (k % 2 ? -1.0f : 1.0f) * static_cast<float>(std::exp2(-13.0 + 13.0 * static_cast<double>(k) / d));
-  g[0] = 1.0f;
+  const std::vector<float> g = log_spaced_ladder(d);
   std::size_t low = 0, high = 0, low_kept = 0, ref_high_kept = 0;
   for (std::uint32_t step = 0; step < 64; ++step) {
     const StreamKey key{12, 0, 0, step};

@@ -6,7 +6,6 @@
 #include <array>
 #include <limits>
 #include <mutex>
-#include <numeric>
 #include <map>
 
 #include "checks/common.hpp"
@@ -342,16 +341,16 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
   Walk walk_bias, walk_drift;
   std::array<Walk, 9> bin_walk_bias, bin_walk_drift;
   {
-    std::vector<std::size_t> order(D);
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return sp.p[a] < sp.p[b]; });
-    for (std::size_t e : order) {
+    std::vector<std::pair<double, std::size_t>> order(D);  // (p, position): sorted, ties by position
+    for (std::size_t e = 0; e < D; ++e) order[e] = {sp.p[e], e};
+    std::sort(order.begin(), order.end());
+    for (const auto& [p_e, e] : order) {
       const double term = st.must_keep[e] ? count[e] * (1.0 - phat[e]) : count[e] - n * phat[e];
-      walk_bias.add(term, sp.p[e]);
-      walk_drift.add(st.sgn[e] * term, sp.p[e]);
+      walk_bias.add(term, p_e);
+      walk_drift.add(st.sgn[e] * term, p_e);
       if (sp.bin[e] >= 0) {
-        bin_walk_bias[static_cast<std::size_t>(sp.bin[e])].add(term, sp.p[e]);
-        bin_walk_drift[static_cast<std::size_t>(sp.bin[e])].add(st.sgn[e] * term, sp.p[e]);
+        bin_walk_bias[static_cast<std::size_t>(sp.bin[e])].add(term, p_e);
+        bin_walk_drift[static_cast<std::size_t>(sp.bin[e])].add(st.sgn[e] * term, p_e);
       }
     }
   }
