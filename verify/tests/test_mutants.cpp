@@ -308,29 +308,36 @@ std::vector<float> log_spaced_ladder(std::size_t d) {
   return g;
 }
 
-TEST(Mutants, SignByPKeepsTheSignsAtDifferentRatesInOneBandOfP) {
-  const std::size_t d = 8192;
-  const std::vector<float> g = log_spaced_ladder(d);
-  std::size_t band = 0, diff[2] = {0, 0};
-  // the band's keeps are rare (p < 2^-11), so 64 keys: the rule is checked element by element on every one
+// The mutant and the reference drawn on the ladder under 64 keys {seed, 0, 0, step} (a band's keeps are rare,
+// so the rule is checked element by element on every key); each(k, u, p, mutant trit, reference trit) for every
+// element but the scalar's, u the spec's uniform and p = |g_k|.
+template <typename Each>
+void for_each_ladder_draw(const std::string& mutant, std::uint64_t seed, const std::vector<float>& g, const Each& each) {
   for (std::uint32_t step = 0; step < 64; ++step) {
-    const StreamKey key{11, 0, 0, step};
-    Draws m = draw_key("mutant:sign-by-p", g, key), ref = draw_key("reference", g, key);
+    const StreamKey key{seed, 0, 0, step};
+    Draws m = draw_key("mutant:" + mutant, g, key), ref = draw_key("reference", g, key);
     ASSERT_EQ(m.scalars[0], 1.0f);
-    for (std::size_t k = 1; k < d; ++k) {
+    for (std::size_t k = 1; k < g.size(); ++k) {
       const std::uint32_t u = philox_block(key, static_cast<std::uint32_t>(k / 4))[static_cast<int>(k % 4)];
-      const double p = std::fabs(static_cast<double>(g[k]));
-      const bool neg = g[k] < 0.0f, in_band = p >= 0x1p-12 && p < 0x1p-11;
-      band += in_band;
-      if (!in_band) {
-        ASSERT_EQ(m.trits[k], ref.trits[k]) << k;
-        continue;
-      }
-      const double q = neg ? 0.0 : 2.0 * p;
-      ASSERT_EQ(m.trits[k], static_cast<double>(u) < q * 4294967296.0 ? (neg ? -1 : 1) : 0) << k;
-      diff[neg] += m.trits[k] != ref.trits[k];
+      each(k, u, std::fabs(static_cast<double>(g[k])), m.trits[k], ref.trits[k]);
     }
   }
+}
+
+TEST(Mutants, SignByPKeepsTheSignsAtDifferentRatesInOneBandOfP) {
+  const std::vector<float> g = log_spaced_ladder(8192);
+  std::size_t band = 0, diff[2] = {0, 0};
+  for_each_ladder_draw("sign-by-p", 11, g, [&](std::size_t k, std::uint32_t u, double p, int m, int ref) {
+    const bool neg = g[k] < 0.0f, in_band = p >= 0x1p-12 && p < 0x1p-11;
+    band += in_band;
+    if (!in_band) {
+      ASSERT_EQ(m, ref) << k;
+      return;
+    }
+    const double q = neg ? 0.0 : 2.0 * p;
+    ASSERT_EQ(m, static_cast<double>(u) < q * 4294967296.0 ? (neg ? -1 : 1) : 0) << k;
+    diff[neg] += m != ref;
+  });
   EXPECT_GT(band, 64u * 600u);  // about d / 13 of the log-spaced magnitudes per key lie in the band
   // with these uniforms the rule differs from the spec's on both signs (counts seen, not a rate)
   EXPECT_GT(diff[0], 0u);
@@ -338,30 +345,22 @@ TEST(Mutants, SignByPKeepsTheSignsAtDifferentRatesInOneBandOfP) {
 }
 
 TEST(Mutants, PWaveKeepsAtEightTimesPThenNeverWithinOneBandOfP) {
-  const std::size_t d = 8192;
-  const std::vector<float> g = log_spaced_ladder(d);
+  const std::vector<float> g = log_spaced_ladder(8192);
   std::size_t low = 0, high = 0, low_kept = 0, ref_high_kept = 0;
-  for (std::uint32_t step = 0; step < 64; ++step) {
-    const StreamKey key{12, 0, 0, step};
-    Draws m = draw_key("mutant:p-wave", g, key), ref = draw_key("reference", g, key);
-    ASSERT_EQ(m.scalars[0], 1.0f);
-    for (std::size_t k = 1; k < d; ++k) {
-      const std::uint32_t u = philox_block(key, static_cast<std::uint32_t>(k / 4))[static_cast<int>(k % 4)];
-      const double p = std::fabs(static_cast<double>(g[k]));
-      const int sign = g[k] < 0.0f ? -1 : 1;
-      if (p >= 0x1p-12 && p < 9 * 0x1p-15) {  // the lower piece: kept at 8p, on the spec's uniform
-        ++low;
-        ASSERT_EQ(m.trits[k], static_cast<double>(u) < 8.0 * p * 4294967296.0 ? sign : 0) << k;
-        low_kept += m.trits[k] != 0;
-      } else if (p >= 9 * 0x1p-15 && p < 0x1p-11) {  // the upper piece: never kept
-        ++high;
-        ASSERT_EQ(m.trits[k], 0) << k;
-        ref_high_kept += ref.trits[k] != 0;
-      } else {
-        ASSERT_EQ(m.trits[k], ref.trits[k]) << k;
-      }
+  for_each_ladder_draw("p-wave", 12, g, [&](std::size_t k, std::uint32_t u, double p, int m, int ref) {
+    const int sign = g[k] < 0.0f ? -1 : 1;
+    if (p >= 0x1p-12 && p < 9 * 0x1p-15) {  // the lower piece: kept at 8p, on the spec's uniform
+      ++low;
+      ASSERT_EQ(m, static_cast<double>(u) < 8.0 * p * 4294967296.0 ? sign : 0) << k;
+      low_kept += m != 0;
+    } else if (p >= 9 * 0x1p-15 && p < 0x1p-11) {  // the upper piece: never kept
+      ++high;
+      ASSERT_EQ(m, 0) << k;
+      ref_high_kept += ref != 0;
+    } else {
+      ASSERT_EQ(m, ref) << k;
     }
-  }
+  });
   // about log2(9/8) / 13 and log2(16/9) / 13 of the log-spaced magnitudes per key lie in the two pieces
   EXPECT_GT(low, 64u * 100u);
   EXPECT_GT(high, 64u * 450u);
