@@ -7,6 +7,7 @@
 #include <chrono>
 #include <limits>
 #include <stdexcept>
+#include <tuple>
 
 #include "checks/common.hpp"
 #include "tg/verify/keys.hpp"
@@ -326,15 +327,30 @@ Result run_battery(Sampler& sampler, const Options& options) {
     }
     if (i >= main_jobs && i < clip_end) clipping_info(c, jobs[i].grad, jobs[i].params);
   }
-  if (main_jobs && on("unbiased"))
+  if (main_jobs && on("unbiased")) {
+    // The partial sums over every family's coordinates in p order (ties by family, then by the family's own
+    // order): the families' terms are independent, so under H0 these are a martingale as within one family.
+    std::vector<std::tuple<double, std::size_t, std::size_t>> order;  // (p, job, index in the job's terms)
+    for (std::size_t i = 0; i < jobs.size(); ++i)
+      if (i < main_jobs || i == large_job)
+        for (std::size_t k = 0; k < outs[i].terms.size(); ++k) order.emplace_back(outs[i].terms[k].p, i, k);
+    std::sort(order.begin(), order.end());
+    checks::PartialWalk walk_bias, walk_drift;
+    for (const auto& [p, i, k] : order) {
+      walk_bias.add(outs[i].terms[k].bias, p);
+      walk_drift.add(outs[i].terms[k].drift, p);
+    }
+    const bool walked = !order.empty();
     res.rows.push_back(pooled_bias_row(c, "unbiased-pooled", "all families", pool_S, pool_V, pool_N,
-                                       "the pooled statistic summed over every family; each family draws from its own "
-                                       "stream seed, so the sums are independent and their variances add"));
-  if (main_jobs && on("unbiased"))
+                                       "the pooled statistic summed over every family, and its partial sums in p order; "
+                                       "each family draws from its own stream seed, so the sums are independent and "
+                                       "their variances add",
+                                       Pooled::bias, walked ? &walk_bias.peak : nullptr));
     res.rows.push_back(pooled_bias_row(c, "unbiased-drift", "all families", pool_D, pool_V, pool_N,
-                                       "the drift statistic summed over every family (independent sums, variances "
-                                       "add)",
-                                       Pooled::drift));
+                                       "the drift statistic summed over every family, and its partial sums in p order "
+                                       "(independent sums, variances add)",
+                                       Pooled::drift, walked ? &walk_drift.peak : nullptr));
+  }
   if (!jobs.empty() && on("structure")) res.rows.push_back(sure_keeps_row(c, outs));
   // layer-wise vs global scalar: both identities are tested above; the ratio is reported here.
   for (std::size_t i = clip_end; i < layerwise_end; ++i) {

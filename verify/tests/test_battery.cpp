@@ -1291,6 +1291,110 @@ TEST(Aggregate, EachWorkerClampsAtItsOwnClipBound) {
   }
 }
 
+// A keep-rate error that changes sign along p and cancels within every request: the codec keeps at p + eps for
+// the lower keep probabilities of a request in [0.05, 0.95] and at p - eps' for the upper ones, and as the reference
+// otherwise. With pivot < 0 the two sets are the halves of the request's p (eps' = eps); otherwise they are split
+// at p = pivot and eps' = eps n_low / n_high. Only requests without clipping, and, with shared_only, only those
+// with a shared scalar, are changed.
+class PWaveSampler : public Sampler {
+ public:
+  PWaveSampler(double eps, double pivot, bool shared_only) : eps_(eps), pivot_(pivot), shared_only_(shared_only) {}
+  std::string name() const override { return "p-wave test codec"; }
+  Draws draw(const DrawRequest& r) override {
+    Draws d = ref_->draw(r);
+    if ((shared_only_ && !r.scalar) || r.params.clip != ClipMode::none) return d;
+    double s = r.scalar ? *r.scalar : 0.0;
+    if (!r.scalar)
+      for (float x : r.g) s = std::max(s, static_cast<double>(std::fabs(x)));
+    std::vector<std::pair<double, std::size_t>> mid;  // (p, position) for p in [0.05, 0.95]
+    for (std::size_t k = 0; k < r.g.size(); ++k) {
+      const double p = s > 0 ? std::fabs(static_cast<double>(r.g[k])) / s : 0.0;
+      if (p >= 0.05 && p <= 0.95) mid.emplace_back(p, k);
+    }
+    std::sort(mid.begin(), mid.end());
+    std::size_t low = mid.size() / 2;
+    if (pivot_ >= 0) low = static_cast<std::size_t>(std::lower_bound(mid.begin(), mid.end(), std::make_pair(pivot_, std::size_t{0})) - mid.begin());
+    const std::size_t high = pivot_ >= 0 ? mid.size() - low : low;
+    if (low == 0 || high == 0) return d;
+    const double eps_high = eps_ * static_cast<double>(low) / static_cast<double>(high);
+    std::mt19937_64 rng(mix64(r.key.seed ^ mix64((r.key.worker * 1000003ull + r.key.tensor) * 1000003ull + r.key.step)));
+    std::uniform_real_distribution<double> uni(0.0, 1.0);
+    for (std::uint32_t j = 0; j < d.steps; ++j)
+      for (std::size_t i = 0; i < low + high; ++i) {
+        const auto [p, k] = mid[i];
+        std::int8_t& t = d.trits[j * d.d + k];
+        const std::int8_t sg = r.g[k] > 0 ? 1 : -1;
+        if (i < low && t == 0 && uni(rng) < eps_ / (1.0 - p)) t = sg;       // keep rate p + eps
+        if (i >= low && t != 0 && uni(rng) < eps_high / p) t = 0;           // keep rate p - eps'
+      }
+    return d;
+  }
+
+ private:
+  double eps_, pivot_;
+  bool shared_only_;
+  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+};
+
+// The aggregate's pooled row judges its partial sums in p order as the per-gradient rows do: a keep-rate error of
+// 0.01 that changes sign at the median p cancels in the total (|z| < 3 here) and peaks there, at about 0.01 x 128
+// draws x 16384 terms = 2e4, against a threshold of about 3.5e3 (0.00083 s x 128 x 32768) at quick. The drift
+// row's terms carry the random signs, so its partial sums stay a random walk and it passes. The error also moves
+// the variance (sum of 2 eps (p_high - p_low) > 0), which the variance rows may see.
+TEST(Aggregate, AKeepRateErrorThatChangesSignAlongPIsCaughtByThePartialSums) {
+  Options o;
+  o.profile = profile_named("quick");
+  o.skip = all_checks_but({"aggregate"});
+  PWaveSampler wave(0.01, -1.0, true);
+  Result r = run_battery(wave, o);
+  EXPECT_FALSE(r.pass()) << format_table(r);
+  std::size_t pooled_failed = 0;
+  for (const auto& row : r.rows) {
+    if (row.pass) continue;
+    const bool pooled = row.check == "aggregate.unbiased-pooled";
+    EXPECT_TRUE(pooled || row.check == "aggregate.variance")
+        << row.id << "\n" << format_table(r);
+    if (!pooled) continue;
+    ++pooled_failed;
+    EXPECT_LT(std::fabs(row.z), 3.0) << row.id << ": the total is within its line";
+    EXPECT_NE(row.statistic.find("partial-sum peak +"), std::string::npos) << row.statistic;
+    EXPECT_GT(row.effect, row.limit) << format_table(r);
+  }
+  EXPECT_EQ(pooled_failed, 1u) << format_table(r);  // the base run; the codec leaves clipped requests alone
+  PWaveSampler none(0.0, -1.0, true);
+  Result ok = run_battery(none, o);
+  EXPECT_TRUE(ok.pass()) << format_table(ok);
+}
+
+// The rows over all families walk every family's coordinates in one p order. A keep-rate error of +0.001 below
+// p = 0.3 and the balancing -0.001 n_low / n_high above it, in every request, cancels in each family's total and
+// in the sum over families; each family's partial sums peak at p = 0.3 below their thresholds (at most 0.76 of
+// it, the large family, at this seed), and the families' peaks add up past the all-families threshold (1.12 of
+// it). Measured at eps = 0.002: the large family fails too (1.70), so the window where only the sum over the
+// families sees the error is narrow, and the test pins the seed's outcome.
+TEST(Battery, TheRowsOverAllFamiliesSeeWhatNoFamilyAloneSees) {
+  Options o;
+  o.profile = profile_named("quick");
+  o.skip = all_checks_but({"unbiased"});
+  PWaveSampler wave(0.001, 0.3, false);
+  Result r = run_battery(wave, o);
+  const Row* all = nullptr;
+  for (const auto& row : r.rows) {
+    if (row.id == "unbiased-pooled/all families") {
+      all = &row;
+      continue;
+    }
+    EXPECT_TRUE(row.pass) << row.id << "\n" << format_table(r);
+  }
+  ASSERT_NE(all, nullptr) << format_table(r);
+  EXPECT_FALSE(all->pass) << format_table(r);
+  EXPECT_LT(std::fabs(all->z), 3.0) << "the total is within its line";
+  EXPECT_NE(all->statistic.find("partial-sum peak +"), std::string::npos) << all->statistic;
+  EXPECT_NE(all->statistic.find("at p = 0.30"), std::string::npos) << all->statistic;
+  PWaveSampler none(0.0, 0.3, false);
+  EXPECT_TRUE(run_battery(none, o).pass());
+}
+
 // ---- calibration ----------------------------------------------------------------------------------
 
 Options tiny_options() { return small_options(512, 16, 8, {"cross"}); }

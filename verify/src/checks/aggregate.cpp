@@ -71,6 +71,7 @@ void run_aggregate(Ctx& c, std::size_t d, const Params& params) {
   Vpool *= n;
   Vvar *= n;
   double Spool = 0.0, Sdrift = 0.0, Svar = 0.0;
+  std::vector<double> term(p.size(), 0.0);  // each (worker, coordinate)'s pooled term summed over the draws
   std::uint64_t bad = 0;
   std::string msg;
   std::uint32_t chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(c.sampler.max_request_elements() / d, 1, n));
@@ -98,6 +99,7 @@ void run_aggregate(Ctx& c, std::size_t d, const Params& params) {
           if (t != 0 && y != 1 && bad++ == 0) msg = strf("worker %u step %u element %zu: wrong sign", w, j0 + j, k);
           Spool += y - p[e];
           Sdrift += sgn[e] * (y - p[e]);
+          term[e] += y - p[e];
           T += y - p[e];
         }
         Svar += T * T;  // centred below
@@ -132,6 +134,13 @@ void run_aggregate(Ctx& c, std::size_t d, const Params& params) {
     c.progress.add(static_cast<double>(cnt) * d * N, check);
   }
   Svar -= static_cast<double>(n) * Evar;
+  // The pooled rows also judge their partial sums, the (worker, coordinate) terms taken in the order of their
+  // keep probability under the shared scalar (ties by position, worker-major): fixed before any draw.
+  PartialWalk walk_bias, walk_drift;
+  for (const auto& [p_e, e] : p_order(p)) {
+    walk_bias.add(term[e], p_e);
+    walk_drift.add(sgn[e] * term[e], p_e);
+  }
   Row st = exact_row(check + ".structure", "gaussian x" + std::to_string(N));
   st.statistic = strf("%llu violations", static_cast<unsigned long long>(bad));
   st.pass = bad == 0 && payload_ok;
@@ -140,14 +149,17 @@ void run_aggregate(Ctx& c, std::size_t d, const Params& params) {
   c.rows.push_back(pooled_bias_row(c, check + ".unbiased-pooled", st.family, Spool, Vpool,
                                     static_cast<double>(n) * d * N,
                                     params.clip == ClipMode::none
-                                        ? "E[mean of the workers' g~] = mean of the g_w with the shared scalar s = max_w s_w"
+                                        ? "E[mean of the workers' g~] = mean of the g_w with the shared scalar s = max_w s_w; the "
+                                          "sum and its partial sums in p order"
                                         : "E[mean of the workers' g~] = mean of the g_w clamped at each worker's own clip "
-                                          "bound, with the shared scalar s = max_w s_w"));
+                                          "bound, with the shared scalar s = max_w s_w; the sum and its partial sums in p order",
+                                    Pooled::bias, &walk_bias.peak));
   c.rows.push_back(pooled_bias_row(c, check + ".unbiased-drift", st.family, Sdrift, Vpool,
                                     static_cast<double>(n) * d * N,
                                     "the same terms, each times sign(x): the sum of (g~ - x) / s over workers, "
-                                    "coordinates and draws (a drift of every coordinate the same way)",
-                                    Pooled::drift));
+                                    "coordinates and draws (a drift of every coordinate the same way), and its partial sums "
+                                    "in p order",
+                                    Pooled::drift, &walk_drift.peak));
   {
     Row r = stat_row(c, check + ".variance", st.family);
     auto o = bernstein_decide(Svar, Vvar, static_cast<double>(N) * N, c.alpha, c.opt.profile.beta);

@@ -202,6 +202,13 @@ Row violations_row(const std::string& check, const std::string& family, std::uin
   return r;
 }
 
+std::vector<std::pair<double, std::size_t>> p_order(const std::vector<double>& p) {
+  std::vector<std::pair<double, std::size_t>> order(p.size());
+  for (std::size_t e = 0; e < p.size(); ++e) order[e] = {p[e], e};
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
 std::string partial_text(const PartialPeak& peak, double unit, const std::string& units) {
   return strf("partial-sum peak %+.3g%s%s at p = %.3g (%zu/%zu)",
               unit > 0 ? peak.S / unit : 0.0, units.empty() ? "" : " ", units.c_str(), peak.p, peak.count, peak.of);

@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tg/verify/battery.hpp"
@@ -90,6 +91,19 @@ struct PartialPeak {
   double S = 0.0, p = 0.0;
   std::size_t count = 0, of = 0;
 };
+/// Adds terms one at a time, in the order they are given, and keeps the largest |partial sum| seen.
+struct PartialWalk {
+  PartialPeak peak;
+  double S = 0.0;
+  void add(double v, double p) {
+    S += v;
+    ++peak.of;
+    if (std::fabs(S) > std::fabs(peak.S)) peak.S = S, peak.p = p, peak.count = peak.of;
+  }
+};
+/// The order of the partial sums: (p, position) for every position, sorted by p, ties by position. It is fixed
+/// by the spec's keep probabilities, before any draw.
+std::vector<std::pair<double, std::size_t>> p_order(const std::vector<double>& p);
 /// The same decision on every partial sum S_1, ..., S_m = S of the terms in a fixed order: fails when the
 /// largest |S_j| exceeds the threshold of S. Under H0 the partial sums are a martingale with increments
 /// in [-b, b] and variance at most V, and Freedman's inequality (1975, Theorem 1.6, in its Bernstein form)
@@ -152,8 +166,14 @@ struct JobSpec {
 };
 
 /// What a job reports to the run: its pooled sums (the all-family pooled row) and its variances.
+/// One coordinate's pooled terms summed over its draws (keep rate, and times sign(x) for the drift), with its spec
+/// keep probability: what the rows over all families walk in p order.
+struct PooledTerm {
+  double p = 0.0, bias = 0.0, drift = 0.0;
+};
 struct JobOut {
   double pooled_S = 0.0, drift_S = 0.0, pooled_V = 0.0;  // drift_S: the pooled terms, each times sign(x)
+  std::vector<PooledTerm> terms;  // in the job's p order; empty when the job's pooled sums have no randomness
   double var_observed = 0.0, var_identity = 0.0;  // absolute units
   // The sure keeps (|x| at or above the observed scalar): element-draws, misses, where the first miss was.
   std::uint64_t sure_n = 0, sure_miss = 0;

@@ -329,29 +329,17 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
   // the draws, as the sums above add it: count - n p, or count (1 - p) for a sure keep, whose misses are left
   // out of the pooled sums. So a keep-rate error that changes sign along p, and cancels in a total or a bin,
   // shows at the p where it changes sign.
-  struct Walk {
-    PartialPeak peak;
-    double S = 0.0;
-    void add(double v, double p) {
-      S += v;
-      ++peak.of;
-      if (std::fabs(S) > std::fabs(peak.S)) peak.S = S, peak.p = p, peak.count = peak.of;
-    }
-  };
-  Walk walk_bias, walk_drift;
-  std::array<Walk, 9> bin_walk_bias, bin_walk_drift;
-  {
-    std::vector<std::pair<double, std::size_t>> order(D);  // (p, position): sorted, ties by position
-    for (std::size_t e = 0; e < D; ++e) order[e] = {sp.p[e], e};
-    std::sort(order.begin(), order.end());
-    for (const auto& [p_e, e] : order) {
-      const double term = st.must_keep[e] ? count[e] * (1.0 - phat[e]) : count[e] - n * phat[e];
-      walk_bias.add(term, p_e);
-      walk_drift.add(st.sgn[e] * term, p_e);
-      if (sp.bin[e] >= 0) {
-        bin_walk_bias[static_cast<std::size_t>(sp.bin[e])].add(term, p_e);
-        bin_walk_drift[static_cast<std::size_t>(sp.bin[e])].add(st.sgn[e] * term, p_e);
-      }
+  PartialWalk walk_bias, walk_drift;
+  std::array<PartialWalk, 9> bin_walk_bias, bin_walk_drift;
+  if (random) out.terms.reserve(D);
+  for (const auto& [p_e, e] : p_order(sp.p)) {
+    const double term = st.must_keep[e] ? count[e] * (1.0 - phat[e]) : count[e] - n * phat[e];
+    walk_bias.add(term, p_e);
+    walk_drift.add(st.sgn[e] * term, p_e);
+    if (random) out.terms.push_back({p_e, term, st.sgn[e] * term});
+    if (sp.bin[e] >= 0) {
+      bin_walk_bias[static_cast<std::size_t>(sp.bin[e])].add(term, p_e);
+      bin_walk_drift[static_cast<std::size_t>(sp.bin[e])].add(st.sgn[e] * term, p_e);
     }
   }
   // unbiased, per coordinate: count_k ~ Binomial(n, p_k) exactly under H0; exact two-sided p-value per
