@@ -36,7 +36,8 @@ std::string package_dir() { return (build_dir() / "python" / "package").string()
 std::string default_python() {
   if (const char* env = std::getenv("TERNGRAD_PYTHON"); env && *env) return env;
   fs::path venv = build_dir().parent_path() / "venv" / "bin" / "python";
-  return fs::exists(venv) ? venv.string() : std::string("python3");
+  std::error_code ec;  // a folder this user cannot enter is a venv not found, not an error
+  return fs::exists(venv, ec) ? venv.string() : std::string("python3");
 }
 
 struct ReportOptions {

@@ -42,8 +42,7 @@ namespace {
     if (status == 0 && demangled) type = demangled;
   }
   std::string line = what.substr(0, what.find('\n')).substr(0, 300);
-  std::fprintf(stderr, "terngrad: fatal: uncaught %s: %s (malformed input from a peer or a file; nothing more was done)\n",
-               type, line.c_str());
+  std::fprintf(stderr, "terngrad: fatal: uncaught %s: %s (nothing more was done)\n", type, line.c_str());
   std::fflush(stderr);
   ::_exit(2);
 }

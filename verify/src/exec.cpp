@@ -72,14 +72,41 @@ std::string quote(const std::string& s) {
   return out + "'";
 }
 
+// Text from a program, made one printable line: line breaks become " | " (so a message cut at its first line
+// still carries the last lines, where a traceback ends with the error), other control bytes and bytes >= 0x7f
+// are written \xNN.
+std::string printable_line(const std::string& s) {
+  std::string o;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const unsigned char ch = static_cast<unsigned char>(s[i]);
+    if (ch == '\n') {
+      o += " | ";
+    } else if (ch == '\r') {
+      continue;
+    } else if (ch == '\t') {
+      o += ' ';
+    } else if (ch < 0x20 || ch >= 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", ch);
+      o += buf;
+    } else {
+      o += static_cast<char>(ch);
+    }
+  }
+  return o;
+}
+
+// The last max_chars characters of a program's output (its stderr), as one printable line.
 std::string tail_of(const fs::path& path, std::size_t max_chars) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   std::string s = ss.str();
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  if (s.size() > max_chars) s = "..." + s.substr(s.size() - max_chars);
-  return s.empty() ? "(none)" : s;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  bool cut = false;
+  if (s.size() > max_chars) s = s.substr(s.size() - max_chars), cut = true;
+  if (s.empty()) return "(none)";
+  return (cut ? "..." : "") + printable_line(s);
 }
 
 // Writes the gradient to `in` and returns the protocol's arguments for request r (both forms).
@@ -247,8 +274,8 @@ class ServeSampler : public Sampler {
     if (::write(to_child_, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
       fail("could not send a request (" + std::string(std::strerror(errno)) + ")");
     std::string answer = read_line("request: " + args);
-    if (answer.rfind("error", 0) == 0) fail("it answered '" + answer + "' to the request: " + args);
-    if (answer != "ok") fail("it answered '" + answer + "' instead of 'ok' or 'error MESSAGE'");
+    if (answer.rfind("error", 0) == 0) fail("it answered '" + printable_line(answer) + "' to the request: " + args);
+    if (answer != "ok") fail("it answered '" + printable_line(answer.substr(0, 200)) + "' instead of 'ok' or 'error MESSAGE'");
     return read_output(r, out, "request: " + args);
   }
 
@@ -283,7 +310,7 @@ class ServeSampler : public Sampler {
     from_child_ = out_pipe[0];
     std::string hello = read_line("the handshake");
     if (hello != "terngrad-serve 1")
-      fail("its first line was '" + hello + "', not the handshake 'terngrad-serve 1' (docs/battery.md, serve:)");
+      fail("its first line was '" + printable_line(hello.substr(0, 200)) + "', not the handshake 'terngrad-serve 1' (docs/battery.md, serve:)");
   }
 
   // One line from the program, within the per-request timeout; interruption and death are errors.

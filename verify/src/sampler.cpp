@@ -450,6 +450,49 @@ class F32SigmaVariant : public VariantCodec {
   }
 };
 
+// sigma in float32 as a GPU framework's var/std reduction computes it: 512 threads each run Welford's update
+// (count, mean, M2 in float32) over the elements k = t, t + 512, ..., and the threads' results are merged
+// pairwise in a tree (Chan's formula, float32). The data are first scaled by a power of two that brings
+// max|g| into [1, 2), which is exact and keeps the squares from underflowing or overflowing; sigma =
+// sqrt(M2 / n), scaled back. The running means' rounding enters the deviations to first order, so where
+// |mean| is large against sigma the result lies either side of the spec's (docs/statistics.md).
+class F32WelfordVariant : public VariantCodec {
+ public:
+  F32WelfordVariant() : VariantCodec("f32-welford") {}
+  Moments moments(std::span<const float> g) const override {
+    if (g.empty()) return {};
+    float top = 0.0f;
+    for (float x : g) top = std::max(top, std::fabs(x));
+    if (top == 0.0f) return {0.0, 0.0};
+    const int e = std::ilogb(top);
+    struct W {
+      float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+    };
+    constexpr std::size_t kThreads = 512;
+    std::vector<W> w(std::min(kThreads, g.size()));
+    for (std::size_t t = 0; t < w.size(); ++t)
+      for (std::size_t k = t; k < g.size(); k += w.size()) {
+        const float x = std::ldexp(g[k], -e);
+        W& a = w[t];
+        a.n += 1.0f;
+        const float delta = x - a.mean;
+        a.mean += delta / a.n;
+        a.m2 += delta * (x - a.mean);
+      }
+    for (std::size_t step = 1; step < w.size(); step *= 2)
+      for (std::size_t t = 0; t + step < w.size(); t += 2 * step) {
+        W& a = w[t];
+        const W& b = w[t + step];
+        const float n = a.n + b.n, delta = b.mean - a.mean;
+        a.mean += delta * (b.n / n);
+        a.m2 += b.m2 + delta * delta * (a.n * b.n / n);
+        a.n = n;
+      }
+    const float sigma = std::sqrt(w[0].m2 / w[0].n);  // float overload: sqrtf
+    return {std::ldexp(static_cast<double>(w[0].mean), e), std::ldexp(static_cast<double>(sigma), e)};
+  }
+};
+
 // p = |x| * (1/s) in float32 (the GPU idiom g.abs() * (1 / s)) against a 24-bit uniform, (u >> 8) 2^-24,
 // as torch.rand draws them: every p and decision within float32 rounding of the spec's. s (1/s) rounds to
 // 1 - 2^-24 for about 15% of scalars, so the maximum (and every clipped element) is left out with
@@ -547,6 +590,7 @@ const std::vector<MutantInfo>& variant_list() {
   static const std::vector<MutantInfo> list = {
       {"f32-sigma", "clip sigma in float32: pairwise sums of ((g - mean)/max|g - mean|)^2 (PyTorch-like)"},
       {"f32-p", "keep iff (u >> 8) 2^-24 < |x| * (1/s) in float32 (24-bit uniforms, GPU-style p)"},
+      {"f32-welford", "clip sigma in float32 by Welford updates over 512 strided threads, merged in a tree (GPU var/std)"},
   };
   return list;
 }
@@ -582,6 +626,7 @@ std::shared_ptr<const Codec> make_mutant_codec(const std::string& name) {
 std::shared_ptr<const Codec> make_variant_codec(const std::string& name) {
   if (name == "f32-sigma") return std::make_shared<F32SigmaVariant>();
   if (name == "f32-p") return std::make_shared<F32PVariant>();
+  if (name == "f32-welford") return std::make_shared<F32WelfordVariant>();
   std::string known;
   for (const auto& v : variant_list()) known += (known.empty() ? "" : ", ") + std::string(v.name);
   throw Error(ErrorCode::invalid_argument, "unknown variant '" + name + "' (known: " + known + ")");

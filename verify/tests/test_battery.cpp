@@ -542,6 +542,75 @@ TEST(ClipTolerance, CrossAcceptsAFloat32SigmaOnTheSpecStream) {
   EXPECT_EQ(ulp_distance(-1.5f, -1.5f), 0u);
 }
 
+// A float32 Welford sigma (GPU frameworks' var/std: strided threads, tree merges) carries its running means'
+// rounding into the deviations to first order, either way: on a tensor whose mean is 1000-10000 sigma it lies
+// up to tens of ulps below or above the spec's. The window widens both ways by (ceil(log2 d) + 2) 2^-24
+// |mean| / sigma, relative (a worst-case bound of that error): the variant passes check_samples there, beyond
+// the plain 16 ulps on some tensors, and lies within the plain 16 ulps on every zero-mean family.
+TEST(ClipTolerance, AFloat32WelfordSigmaOnTensorsWithALargeMeanPasses) {
+  Params params;
+  params.clip = ClipMode::clip;
+  auto welford = make_sampler("variant:f32-welford", {});
+  std::mt19937 rng(11);
+  std::normal_distribution<float> noise(0.0f, 1.0f);
+  int beyond_plain = 0, below = 0, above = 0;
+  for (std::size_t d : {4099u, 65536u})
+    for (float mean : {1000.0f, 3000.0f, 10000.0f, -3000.0f})
+      for (int rep = 0; rep < 3; ++rep) {
+        std::vector<float> g(d);
+        for (auto& x : g) x = mean + noise(rng);
+        const ClipWindow w = clip_scalar_window(g, params);
+        const Draws a = welford->draw({g, params, {5, 0, 0, 0}, 64, std::nullopt});
+        const std::uint64_t ulps = ulp_distance(a.scalars[0], w.spec);
+        const std::string where = strf("d %zu, mean %g: spec %.9g, window [%.9g, %.9g], welford %.9g (%llu ulps)", d,
+                                       static_cast<double>(mean), static_cast<double>(w.spec), static_cast<double>(w.lo),
+                                       static_cast<double>(w.hi), static_cast<double>(a.scalars[0]),
+                                       static_cast<unsigned long long>(ulps));
+        ASSERT_TRUE(w.contains(a.scalars[0])) << where;
+        if (ulps > kClipBoundUlps) ++beyond_plain, (a.scalars[0] < w.spec ? below : above) += 1;
+        TensorSamples t{g, a.trits, a.scalars, std::nullopt, a.defect};
+        SampleCheckOptions so;
+        so.params = params;
+        so.independence = false;
+        const Result r = check_samples({&t, 1}, so);
+        EXPECT_TRUE(r.pass()) << where << "\n" << format_table(r);
+      }
+  EXPECT_GE(beyond_plain, 3) << "the plain 16 ulps would have failed these";
+  EXPECT_GE(below, 1) << "and some lie below the spec's, where the second-order widening does not reach";
+  std::printf("welford: %d of 24 tensors beyond the plain 16 ulps (%d below the spec, %d above)\n", beyond_plain, below,
+              above);
+  // The other side: a bound one ulp beyond either end of the widened window fails structure, one at the end passes.
+  {
+    std::vector<float> g(4099);
+    for (auto& x : g) x = 3000.0f + noise(rng);
+    const ClipWindow w = clip_scalar_window(g, params);
+    const int down = static_cast<int>(ulp_distance(w.lo, w.spec)), up = static_cast<int>(ulp_distance(w.hi, w.spec));
+    ASSERT_GT(down, static_cast<int>(kClipBoundUlps));
+    ASSERT_GT(up, static_cast<int>(kClipBoundUlps));
+    SampleCheckOptions so;
+    so.params = params;
+    so.independence = false;
+    for (int shift : {-down - 1, -down, up, up + 1}) {
+      auto codec = make_codec_sampler(std::make_shared<ShiftedBoundCodec>(shift), "shifted");
+      const Draws a = codec->draw({g, params, {5, 0, 0, 0}, 64, std::nullopt});
+      TensorSamples t{g, a.trits, a.scalars, std::nullopt, a.defect};
+      const Result r = check_samples({&t, 1}, so);
+      const bool inside = shift == -down || shift == up;
+      EXPECT_EQ(r.pass(), inside) << "shift " << shift << " ulps\n" << format_table(r);
+      if (!inside) EXPECT_TRUE(failed(r, "structure")) << "shift " << shift;
+    }
+  }
+  // On the battery's zero-mean families the window is the plain one and the variant within it.
+  for (const char* fam : {"gaussian", "student_t", "laplace"}) {
+    const auto G = make_gradient(fam, 65536, 3);
+    const ClipWindow w = clip_scalar_window(G.layers[0].g, params);
+    EXPECT_LE(ulp_distance(w.lo, w.spec), kClipBoundUlps + 1) << fam;
+    EXPECT_LE(ulp_distance(w.hi, w.spec), kClipBoundUlps + 1) << fam;
+    const Draws a = welford->draw({G.layers[0].g, params, {5, 0, 0, 0}, 2, std::nullopt});
+    EXPECT_LE(ulp_distance(a.scalars[0], w.spec), 4u) << fam;
+  }
+}
+
 // Nearly constant tensors: the spec's sigma (in double) is 0 or tiny, while a careful float32 codec's inherits
 // its float32 mean's rounding, about eps |mean|, so its clip bound lies far above the spec's in ulps. The
 // window admits that much (and no more): the f32-sigma variant (pairwise float32 sums) passes there, a
@@ -1335,6 +1404,81 @@ class PWaveSampler : public Sampler {
   bool shared_only_;
   std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
 };
+
+// Two codecs whose every draw is right on its own, and whose counts over the draws are not Binomial(n, p_k).
+// Both change only requests without clipping or a shared scalar (p = |g| / max|g|), and only coordinates with p
+// in [0.05, 0.95].
+// - kScatteredBias: coordinate k keeps at p + eps s_k, s_k = +-1 from a hash of k: fixed per coordinate, random
+//   along the tensor and along p, so it cancels (to about eps sqrt(D)) in every sum and bin and in every lag.
+// - kStratified: coordinate k's uniforms over each block of 128 steps are (pi_k(i) + v) / 128, pi_k an affine
+//   permutation of the positions and v uniform: each draw keeps with probability p, independently across the
+//   coordinates, and a coordinate's count over the block is floor(128 p) or one more (a Latin hypercube over the
+//   steps, as error feedback or balanced sampling would give); two steps are correlated by about -1/127.
+class CountLawSampler : public Sampler {
+ public:
+  enum Kind { kScatteredBias, kStratified };
+  CountLawSampler(Kind kind, double eps) : kind_(kind), eps_(eps) {}
+  std::string name() const override { return kind_ == kScatteredBias ? "scattered-bias test codec" : "stratified test codec"; }
+  Draws draw(const DrawRequest& r) override {
+    Draws d = ref_->draw(r);
+    if (r.scalar || r.params.clip != ClipMode::none) return d;
+    double s = 0.0;
+    for (float x : r.g) s = std::max(s, static_cast<double>(std::fabs(x)));
+    const std::uint64_t key = mix64(r.key.seed ^ mix64((static_cast<std::uint64_t>(r.key.worker) << 32) ^ r.key.tensor));
+    auto unit = [](std::uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; };
+    for (std::size_t k = 0; k < r.g.size(); ++k) {
+      const double p = s > 0 ? std::fabs(static_cast<double>(r.g[k])) / s : 0.0;
+      if (p < 0.05 || p > 0.95) continue;
+      const std::int8_t sg = r.g[k] > 0 ? 1 : -1;
+      const std::uint64_t hk = mix64(key ^ mix64(k + 1));
+      for (std::uint32_t j = 0; j < d.steps; ++j) {
+        const std::uint64_t step = r.key.step + j;
+        std::int8_t& t = d.trits[j * d.d + k];
+        if (kind_ == kScatteredBias) {
+          const double u = unit(mix64(hk ^ mix64(step + 0x9e3779b97f4a7c15ull)));
+          if ((hk & 1) && t == 0 && u < eps_ / (1.0 - p)) t = sg;   // keep rate p + eps
+          if (!(hk & 1) && t != 0 && u < eps_ / p) t = 0;           // keep rate p - eps
+        } else {
+          const std::uint64_t block = step / 128, i = step % 128;
+          const std::uint64_t hb = mix64(hk ^ mix64(block + 1));
+          const std::uint64_t a = (hb & 127) | 1, b = (hb >> 8) & 127;  // odd multiplier: a permutation of 0..127
+          const double u = (static_cast<double>((a * i + b) & 127) + unit(mix64(hb ^ mix64(i + 1)))) / 128.0;
+          t = u < p ? sg : 0;
+        }
+      }
+    }
+    return d;
+  }
+
+ private:
+  Kind kind_;
+  double eps_;
+  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+};
+
+// The dispersion rows see what every other row misses: keep-rate errors of +-0.03 scattered over the coordinates
+// (the per-coordinate test detects |dp| >= 0.4 at quick; the dispersion rows rms dp >= 0.019), and counts spread
+// more evenly over the draws than independent draws spread them (the var ratio falls towards 0). Without the
+// dispersion rows both codecs pass the whole battery at quick.
+TEST(Battery, DispersionRowsSeeCountsThatAreNotBinomial) {
+  for (auto kind : {CountLawSampler::kScatteredBias, CountLawSampler::kStratified}) {
+    Options o;
+    o.profile = profile_named("quick");
+    o.skip = {"cross"};
+    CountLawSampler codec(kind, 0.03);
+    Result r = run_battery(codec, o);
+    EXPECT_FALSE(r.pass()) << codec.name();
+    std::size_t failed = 0;
+    for (const auto& row : r.rows) {
+      if (row.pass) continue;
+      ++failed;
+      EXPECT_EQ(row.check, "unbiased-dispersion") << codec.name() << ": " << row.id << "\n" << format_table(r);
+      if (kind == CountLawSampler::kStratified) EXPECT_LT(row.effect, 0.0) << row.id << ": fewer spread than binomial";
+      else EXPECT_GT(row.effect, 0.0) << row.id;
+    }
+    EXPECT_GE(failed, 8u) << codec.name() << "\n" << format_table(r);
+  }
+}
 
 // The aggregate's pooled row judges its partial sums in p order as the per-gradient rows do: a keep-rate error of
 // 0.01 that changes sign at the median p cancels in the total (|z| < 3 here) and peaks there, at about 0.01 x 128

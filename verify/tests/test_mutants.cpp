@@ -84,7 +84,7 @@ TEST(Mutants, ListsAndFactoriesAgree) {
     EXPECT_EQ(make_variant_codec(v.name)->name(), std::string("variant:") + v.name);
     EXPECT_EQ(make_sampler(std::string("variant:") + v.name, {})->name(), std::string("variant:") + v.name);
   }
-  EXPECT_EQ(variant_list().size(), 2u);
+  EXPECT_EQ(variant_list().size(), 3u);
   auto message = [](auto f) -> std::string {
     try {
       f();
@@ -94,7 +94,7 @@ TEST(Mutants, ListsAndFactoriesAgree) {
     }
     return "no error";
   };
-  EXPECT_NE(message([] { make_variant_codec("nope"); }).find("unknown variant 'nope' (known: f32-sigma, f32-p)"),
+  EXPECT_NE(message([] { make_variant_codec("nope"); }).find("unknown variant 'nope' (known: f32-sigma, f32-p, f32-welford)"),
             std::string::npos);
   EXPECT_NE(message([] { make_mutant_codec("f32-sigma"); }).find("f32-sigma-naive"), std::string::npos);
   EXPECT_NE(message([] { make_sampler("variant:nope", {}); }).find("unknown variant"), std::string::npos);

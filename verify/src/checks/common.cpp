@@ -60,13 +60,25 @@ ClipWindow clip_bound_window(std::span<const float> g, const Params& params) {
   for (float x : g) abs_sum += std::fabs(static_cast<double>(x));
   const double d = static_cast<double>(g.size());
   const double delta = (std::ceil(std::log2(std::max(d, 1.0))) + 2.0) * 0x1p-24 * (abs_sum / d);
-  const double sigma = ref.moments(g).sigma;
+  const Moments mo = ref.moments(g);
+  const double sigma = mo.sigma;
   const float wide = static_cast<float>(params.c * std::sqrt(sigma * sigma + delta * delta));
   w.lo = ulps_down(w.spec, kClipBoundUlps);
   w.hi = std::max(ulps_up(w.spec, kClipBoundUlps), ulps_up(wide, kClipBoundUlps));
+  // A float32 sigma that updates a running mean (Welford, and Chan's merges of partial results: GPU
+  // frameworks' var/std) carries the mean's rounding into every deviation to first order, both ways: its
+  // relative error is bounded by about (ceil(log2 d) + 2) 2^-24 |mean| / sigma (Chan, Golub and LeVeque 1983,
+  // for the pairwise form). Below |mean| = sigma that is under one ulp; where the mean dwarfs sigma it widens
+  // the window on both sides.
+  if (sigma > 0.0) {
+    const double r = (std::ceil(std::log2(std::max(d, 1.0))) + 2.0) * 0x1p-24 * std::fabs(mo.mean) / sigma;
+    const double spec = static_cast<double>(w.spec);
+    w.lo = std::min(w.lo, ulps_down(static_cast<float>(spec * std::max(0.0, 1.0 - r)), 1));
+    w.hi = std::max(w.hi, ulps_up(static_cast<float>(spec * (1.0 + r)), 1));
+  }
   // (delta below 2^-12 sigma moves c sigma by less than 2^-25 relative: at most the one ulp of rounding
   // the same quantity to float; wide means the mean's rounding adds more than the 16 ulps themselves)
-  w.wide = ulp_distance(w.hi, w.spec) > 2 * kClipBoundUlps;
+  w.wide = ulp_distance(w.hi, w.spec) > 2 * kClipBoundUlps || ulp_distance(w.lo, w.spec) > 2 * kClipBoundUlps;
   return w;
 }
 
@@ -80,9 +92,9 @@ ClipWindow clip_scalar_window(std::span<const float> g, const Params& params) {
   }
   const float max_abs = ref.max_abs(g, 0);
   const ClipWindow b = clip_bound_window(g, params);
-  w.lo = ulps_down(w.spec, kClipBoundUlps);
+  w.lo = std::min(ulps_down(w.spec, kClipBoundUlps), b.lo);
   w.hi = std::min(max_abs, std::max(ulps_up(w.spec, kClipBoundUlps), b.hi));
-  w.wide = ulp_distance(w.hi, w.spec) > 2 * kClipBoundUlps;
+  w.wide = ulp_distance(w.hi, w.spec) > 2 * kClipBoundUlps || ulp_distance(w.lo, w.spec) > 2 * kClipBoundUlps;
   return w;
 }
 

@@ -96,9 +96,10 @@ Spec make_spec(const JobSpec& job) {
         // lie far above the spec's: no keep probability can be stated (docs/statistics.md).
         throw Error(ErrorCode::invalid_argument,
                     strf("%s: cannot be judged under a given scalar with clipping: its clip bound c sigma is %.9g, "
-                         "but sigma is within float32 rounding of the mean, so a correct float32 codec's bound "
-                         "lies anywhere up to %.9g; check it without a given scalar or without clipping",
-                         s.layer->name.c_str(), static_cast<double>(bw.spec), static_cast<double>(bw.hi)));
+                         "but the mean's float32 rounding is not small against sigma, so a correct float32 codec's "
+                         "bound lies anywhere in [%.9g, %.9g]; check it without a given scalar or without clipping",
+                         s.layer->name.c_str(), static_cast<double>(bw.spec), static_cast<double>(bw.lo),
+                         static_cast<double>(bw.hi)));
       s.bound = bw.spec;
       s.bound_lo = bw.lo;
       s.rule = make_rule(*given, s.bound);
@@ -222,7 +223,8 @@ std::vector<std::string> plan_job(const JobSpec& job) {
   const bool random = random_under_h0(sp.pool_V);
   if (random && job.unbiased) ids.push_back(row_id(prefix(job, "unbiased"), fam));
   if (random && job.unbiased)
-    for (const char* row : {"unbiased-pooled", "unbiased-drift"}) ids.push_back(row_id(prefix(job, row), fam));
+    for (const char* row : {"unbiased-dispersion", "unbiased-pooled", "unbiased-drift"})
+      ids.push_back(row_id(prefix(job, row), fam));
   if (job.p_bins && job.unbiased)
     for (const char* row : {"unbiased-by-p", "unbiased-drift-by-p"})
       for (std::size_t b = 0; b < sp.bin_weight.size(); ++b)
@@ -255,6 +257,25 @@ struct Acc {
   std::uint64_t exceed = 0;          // blocks: block-draws with B^2 > tau2
   double max_b2 = 0.0;               // blocks: the largest B^2
 };
+
+// The decision on a sum of squares: a.S = sum of min(B^2, tau2) - E[B^2] over a.K independent sums B of m centred
+// bits each (variance a.V under H0). Truncated (tau2 < m^2): alpha / 2 on "some |B| > tau" (Hoeffding), alpha / 2
+// on Bernstein for the truncated sum. Truncation lowers each term's mean by at most m^2 P(|B| > tau), in all at
+// most m^2 delta (delta = alpha / 2): the sum is judged over that whole range, so the bias never rejects. An
+// exceeded tau fails the row with p <= alpha / 2.
+BernsteinOutcome decide_squares(const Acc& a, std::size_t m, double alpha, double beta) {
+  const double m2 = static_cast<double>(m) * static_cast<double>(m);
+  const bool truncated = a.tau2 < m2;
+  const double bias = truncated ? m2 * 0.5 * alpha : 0.0;
+  const double S_judged = a.S > 0.0 ? a.S : std::min(0.0, a.S + bias);
+  BernsteinOutcome o = bernstein_decide(S_judged, a.V, truncated ? a.tau2 : m2, truncated ? 0.5 * alpha : alpha, beta);
+  o.S = a.S;
+  if (a.exceed) {
+    o.pass = false;
+    o.p = std::min(o.p, 0.5 * alpha);
+  }
+  return o;
+}
 
 // Everything a job accumulates over its draws; the emitters below turn it into rows.
 struct JobState {
@@ -398,6 +419,52 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
                                     "sure-keeps", static_cast<unsigned long long>(st.sure_miss)).c_str());
     c.rows.push_back(r);
   }
+  // unbiased, dispersion: each coordinate's count over the n draws is Binomial(n, p_k) under H0, so B_k = count_k -
+  // n p_k has E[B_k^2] = n p_k (1 - p_k). The sum over coordinates of min(B_k^2, tau2) - n p_k (1 - p_k) is judged
+  // as the independence blocks are, with a block of n draws of one coordinate: keep-rate errors of either sign,
+  // too small for the worst coordinate and cancelling in every sum (pooled, drift, bins, partial sums), add up
+  // here as n (n - 1) sum dp^2; so does dependence between the draws of one coordinate (over-dispersion) or
+  // draws spread more evenly than independent ones would be (under-dispersion). Sure keeps (judged in
+  // sure-keeps) and p in {0, 1} are left out.
+  if (random) {
+    Acc a;
+    for (std::size_t e = 0; e < D; ++e) {
+      const double p = phat[e];
+      if (st.must_keep[e] || p <= 0.0 || p >= 1.0) continue;
+      const double v = p * (1.0 - p), m4 = (1.0 - p) * (1.0 - p) * (1.0 - p) + p * p * p;
+      a.V += n * v * m4 + 2.0 * n * n * v * v - 3.0 * n * v * v;  // Var(B^2), B a sum of n centred Bernoullis
+      a.E += n * v;
+      a.K += 1.0;
+    }
+    a.tau2 = block_tau2(n, std::max(a.K, 1.0), c.alpha);
+    for (std::size_t e = 0; e < D; ++e) {
+      const double p = phat[e];
+      if (st.must_keep[e] || p <= 0.0 || p >= 1.0) continue;
+      const double B = count[e] - n * p, B2 = B * B;
+      if (B2 > a.tau2) ++a.exceed, a.max_b2 = std::max(a.max_b2, B2);
+      a.S += std::min(B2, a.tau2);
+    }
+    a.S -= a.E;
+    Row r = stat_row(c, prefix(job, "unbiased-dispersion"), fam);
+    const BernsteinOutcome o = decide_squares(a, n, c.alpha, beta);
+    // rms keep-rate error that moves the sum by the detectable amount: n (n - 1) K dp^2
+    const double nn = static_cast<double>(n) * (static_cast<double>(n) - 1.0) * a.K;
+    r.statistic = strf("var ratio %.4f", a.E > 0 ? 1.0 + a.S / a.E : 1.0);
+    r.threshold = strf("1 +- %.3g", a.E > 0 ? o.threshold / a.E : 0.0);
+    r.power = nn > 0 ? strf("rms dp >= %.3g", std::sqrt(o.detectable / nn)) : std::string("-");
+    apply(r, o, a.E);
+    r.detail = strf("the spread of the %.0f coordinates' counts over %u draws: B_k = count_k - n p_k, E[B_k^2] = n p_k "
+                    "(1 - p_k) when each count is Binomial(n, p_k); Bernstein with exact fourth moments on min(B_k^2, "
+                    "%.4g) (Hoeffding: |B_k| > %.4g anywhere has probability <= alpha/2 under H0); keep-rate errors of "
+                    "either sign add n (n - 1) sum dp_k^2, dependent draws of a coordinate change E[B_k^2]",
+                    a.K, n, a.tau2, std::sqrt(a.tau2));
+    if (a.exceed)
+      r.detail = strf("%llu of %.0f coordinates have |B_k| > %.4g (largest %.4g): beyond Hoeffding's bound at alpha/2; ",
+                      static_cast<unsigned long long>(a.exceed), a.K, std::sqrt(a.tau2), std::sqrt(a.max_b2)) +
+                 r.detail;
+    mark_rejected(r);
+    c.rows.push_back(r);
+  }
   // unbiased, pooled: S = sum (sign(x) t - p), |term| <= 1, Var = n sum p(1-p).
   double pooled_V = 0.0;
   for (std::size_t e = 0; e < D; ++e) pooled_V += phat[e] * (1.0 - phat[e]);
@@ -491,24 +558,11 @@ void emit_independence(Ctx& c, const JobSpec& job, const JobState& st) {
     Row r = stat_row(c, prefix(job, "independence"), fam, block_label(m, off));
     Acc a = st.blockacc[i];
     a.S -= a.E;
-    // Truncated (tau2 < m^2): alpha / 2 on "some |B| > tau" (Hoeffding), alpha / 2 on Bernstein for the sum of
-    // min(B^2, tau2) - E[B^2]. Truncation lowers each term's mean by at most m^2 P(|B| > tau), in all at most
-    // m^2 delta (delta = alpha / 2): the sum is judged over that whole range, so the bias never rejects.
-    const double m2 = static_cast<double>(m) * static_cast<double>(m);
-    const bool truncated = a.tau2 < m2;
-    const double bias = truncated ? m2 * 0.5 * c.alpha : 0.0;
-    const double S_judged = a.S > 0.0 ? a.S : std::min(0.0, a.S + bias);
-    auto o = bernstein_decide(S_judged, a.V, truncated ? a.tau2 : m2, truncated ? 0.5 * c.alpha : c.alpha, beta);
-    o.S = a.S;
+    const BernsteinOutcome o = decide_squares(a, m, c.alpha, beta);
     r.statistic = strf("%s: var ratio %.4f", block_label(m, off).c_str(), a.E > 0 ? 1.0 + a.S / a.E : 1.0);
     r.threshold = strf("1 +- %.3g", a.E > 0 ? o.threshold / a.E : 0.0);
     r.power = strf("block var +- %.3g", a.E > 0 ? o.detectable / a.E : 0.0);
     apply(r, o, a.E);
-    if (a.exceed) {
-      r.pass = false;
-      r.p = std::min(r.p, 0.5 * c.alpha);
-      r.pvalue = bound_text(r.p);
-    }
     r.detail = strf("keep masks in aligned blocks of %zu neighbours (from offset %zu): B = sum (b_k - p_k), E[B^2] = sum "
                     "p(1-p) when the masks are independent (any correlation within a block moves it); Bernstein with "
                     "exact fourth moments on min(B^2, %.4g) (Hoeffding: |B| > %.4g in any of %.0f block-draws has "
