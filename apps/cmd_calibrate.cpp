@@ -24,6 +24,7 @@ struct CalibrateCliOptions {
   unsigned threads = 0;
   std::vector<std::string> skip, supports;
   std::string json, out;
+  double exec_timeout = 300.0;
   bool no_progress = false;
 };
 
@@ -40,9 +41,10 @@ int run_calibrate(const CalibrateCliOptions& o) {
   co.progress = !o.no_progress;
   check_seed_range(o.seed, o.seeds);
   ExecOptions eo;
+  eo.timeout_s = o.exec_timeout;
   make_sampler(o.impl, eo);  // a bad name or an unavailable implementation fails here, before the run
   // the outputs too, before the run ("-": stdout; --output - is the table there, as without it)
-  if (o.json == "-" && o.out == "-") throw std::invalid_argument("--json - and --output - cannot both go to stdout");
+  check_distinct_outputs("--json", o.json, "--output", o.out);
   check_output_file("--output", o.out);
   check_output_file("--json", o.json);
   Calibration cal = calibrate([&] { return make_sampler(o.impl, eo); }, o.impl, co);
@@ -88,8 +90,11 @@ static Command calibrate_command() {
     sub->add_option("--supports", opts->supports, "What the implementation implements (as verify --supports)")
         ->delimiter(',')
         ->check(CLI::IsMember(capability_names()));
-    sub->add_option("--json", opts->json, "Write the calibration as JSON to FILE ('-': on stdout, instead of the table)");
-    sub->add_option("--output", opts->out, "Also write the table to FILE ('-': stdout, where it goes anyway)");
+    sub->add_option("--json", opts->json, "Write the calibration as JSON to FILE ('-': on stdout, instead of the table)")->check(non_empty_path());
+    sub->add_option("--output", opts->out, "Also write the table to FILE ('-': stdout, where it goes anyway)")->check(non_empty_path());
+    sub->add_option("--exec-timeout", opts->exec_timeout, "Seconds an external codec (exec:, serve:) may take per call")
+        ->check(tg::app::in_range(0.001, 86400.0))
+        ->capture_default_str();
     sub->add_flag("--no-progress", opts->no_progress, "No progress lines on stderr");
     return sub;
   };

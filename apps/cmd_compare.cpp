@@ -28,6 +28,7 @@ struct CompareCli {
   bool stat = false;
   double alpha = 1e-6, beta = 1e-3;
   std::vector<std::string> clip = {"none", "clip", "saturate"};
+  std::vector<std::string> clip_lists;  // each --clip's comma-separated list; given, they replace the default
   bool no_shared = false;
   std::string json;
   double exec_timeout = 300.0;
@@ -42,7 +43,18 @@ int run_compare(const CompareCli& o) {
   co.steps = o.steps;
   co.seed = o.seed;
   co.modes.clear();
-  for (const auto& m : o.clip) co.modes.push_back(parse_clip_mode(m.c_str()));
+  std::vector<std::string> modes = o.clip;
+  if (!o.clip_lists.empty()) {
+    modes.clear();
+    for (const auto& list : o.clip_lists)
+      for (std::size_t start = 0;;) {
+        const std::size_t comma = list.find(',', start);
+        modes.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+  }
+  for (const auto& m : modes) co.modes.push_back(parse_clip_mode(m.c_str()));
   co.shared_scalar = !o.no_shared;
   co.progress = !o.no_progress;
   ExecOptions eo;
@@ -89,7 +101,8 @@ static Command compare_command() {
         "compare", "Two implementations bit for bit: scalars, trits and payload bytes on every gradient family and "
                    "clipping mode (exit 0 identical, 1 different, 2 error)");
     const char* impl_help =
-        "Implementation: reference, optimized, cuda, exec:'CMD' (external program, docs/battery.md) or mutant:NAME";
+        "Implementation: reference, optimized, cuda, exec:'CMD' or serve:'CMD' (external program, docs/battery.md), "
+        "mutant:NAME or variant:NAME (verify --list-mutants)";
     // Not ->required(): CLI11 would then report a missing A before an unknown option; run_compare checks.
     sub->add_option("A", opts->a, impl_help);
     sub->add_option("B", opts->b, impl_help);
@@ -112,12 +125,26 @@ static Command compare_command() {
     hidden_alias(sub, "--d", opts->d, "--elements")->check(tg::app::in_range(std::size_t{1}, std::size_t{1} << 26));
     hidden_alias(sub, "--steps", opts->steps, "--draws")->check(tg::app::in_range(1u, 1024u));
     sub->add_option("--seed", opts->seed, "Seed of the gradients and of the stream keys")->capture_default_str();
-    sub->add_option("--clip", opts->clip, "Clipping modes to compare, comma-separated")
-        ->delimiter(',')
-        ->check(CLI::IsMember({"none", "clip", "saturate"}))
-        ->capture_default_str();
+    // One comma-separated list per --clip (repeatable): an option taking a list of values would also take the
+    // implementations A and B that follow it.
+    sub->add_option("--clip", opts->clip_lists, "Clipping modes to compare, comma-separated (default: none,clip,saturate)")
+        ->expected(1)
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->check(CLI::Validator(
+            [](std::string& list) {
+              std::size_t start = 0;
+              for (;;) {
+                const std::size_t comma = list.find(',', start);
+                const std::string m = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+                if (m != "none" && m != "clip" && m != "saturate") return "'" + m + "' not in {none,clip,saturate}";
+                if (comma == std::string::npos) return std::string();
+                start = comma + 1;
+              }
+            },
+            "MODE[,MODE...]"));
     sub->add_flag("--no-shared", opts->no_shared, "Leave out the cases with a shared scalar");
-    sub->add_option("--json", opts->json, "Write every case as JSON to FILE ('-': on stdout, instead of the table)");
+    sub->add_option("--json", opts->json, "Write every case as JSON to FILE ('-': on stdout, instead of the table)")->check(non_empty_path());
     sub->add_option("--exec-timeout", opts->exec_timeout, "Seconds an external codec may take per call")
         ->check(tg::app::in_range(0.001, 86400.0))
         ->capture_default_str();

@@ -413,13 +413,13 @@ static Command converge_command() {
     s->add_option("--gamma", o->gamma, "const: step size")->check(tg::app::positive_finite())->capture_default_str();
     s->add_flag("--start-at-optimum", o->start_at_optimum, "Start at w* (noise-ball runs) instead of w = 0");
     s->add_option("--every", o->every, "Record curves every this many steps")->check(tg::app::in_range(1, 10000000))->capture_default_str();
-    s->add_option("--out", o->out, "Output folder for curves.csv and summary.json")->capture_default_str();
+    s->add_option("--out", o->out, "Output folder for curves.csv and summary.json")->capture_default_str()->check(non_empty_path());
     s->add_flag("--checks", o->checks,
                 "Also run the statistical checks of the four claims at their standard sizes (about 15 s): exit 1 "
                 "if one fails");
     s->add_option("--alpha", o->alpha, "False-fail probability per decision: --checks, and the clipped methods' final-iterate test of the predicted stall (least squares)")->check(tg::app::in_range(1e-12, 0.5))->capture_default_str();
     s->add_option("--beta", o->beta, "--checks: 1 - power at which detectable effects are stated")->check(tg::app::in_range(1e-12, 0.5))->capture_default_str();
-    s->add_option("--json", o->json, "Also write the summary JSON to FILE ('-': on stdout, instead of the table)");
+    s->add_option("--json", o->json, "Also write the summary JSON to FILE ('-': on stdout, instead of the table)")->check(non_empty_path());
     s->add_flag("--no-progress", o->quiet, "No progress line on stderr");
     hidden_alias(s, "--quiet", o->quiet, "--no-progress");
     return s;

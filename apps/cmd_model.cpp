@@ -106,7 +106,7 @@ int run_model(ModelOptions o, const std::vector<const CLI::Option*>& preset_conf
     if (w < 1 || w > 1 << 20) throw std::invalid_argument("--workers: " + std::to_string(w) + " is not in [1, 1048576]");
 
   // The outputs, before the inputs are read and the codec is timed; nothing is written on an error.
-  if (o.json == "-" && o.csv == "-") throw std::invalid_argument("--json - and --csv - cannot both go to stdout");
+  check_distinct_outputs("--json", o.json, "--csv", o.csv);
   check_output_file("--json", o.json);
   check_output_file("--csv", o.csv);
 
@@ -280,8 +280,8 @@ static std::vector<Command> model_commands() {
     add(sub->add_option("--ps-downlink", o->ps_downlink, "TernGrad over a parameter server: what workers pull")
             ->check(CLI::IsMember({"ternary", "float"})));
     sub->add_option("--workers", o->workers, "Worker counts (default 1,2,4,...,512)")->delimiter(',')->check(tg::app::in_range(1, 1 << 20));
-    sub->add_option("--json", o->json, "Also write every prediction with its inputs as JSON to FILE ('-': on stdout, instead of the table)");
-    sub->add_option("--csv", o->csv, "Also write one row per scheme and worker count as CSV to FILE ('-': on stdout, instead of the table)");
+    sub->add_option("--json", o->json, "Also write every prediction with its inputs as JSON to FILE ('-': on stdout, instead of the table)")->check(non_empty_path());
+    sub->add_option("--csv", o->csv, "Also write one row per scheme and worker count as CSV to FILE ('-': on stdout, instead of the table)")->check(non_empty_path());
     sub->add_flag("--quiet", o->quiet, "No table on stdout");
     return sub;
   };

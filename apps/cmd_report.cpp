@@ -179,7 +179,7 @@ static Command report_command() {
     CLI::App* sub = app.add_subcommand(
         "report", "Render reports/index.md (+ html, PNG plots) from the JSON/CSV the other tools wrote");
     sub->add_option("--reports", opts->reports, "Folder with the tools' outputs (searched recursively)");
-    sub->add_option("--out", opts->out, "Markdown file to write (default: <reports>/index.md)");
+    sub->add_option("--out", opts->out, "Markdown file to write (default: <reports>/index.md)")->check(non_empty_path());
     sub->add_option("--python", opts->python, "Python interpreter with numpy and matplotlib (default: $TERNGRAD_PYTHON, else build/venv/bin/python "
                     "beside this build, else python3 on PATH)")
         ->capture_default_str();

@@ -79,11 +79,11 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
                   "the CPU; LeNet and CifarNet, whose layers draw no random numbers)")
       ->check(tg::app::in_range(1, 256));
   sub->add_option("--eval-every", c.eval_every, "Test accuracy every N steps (0: only at the end)")->check(tg::app::in_range(0L, 1L << 31));
-  sub->add_option("--out", c.out_dir, "Folder for steps.csv, layers.csv, evals.csv, run.json, weights.f32");
+  sub->add_option("--out", c.out_dir, "Folder for steps.csv, layers.csv, evals.csv, run.json, weights.f32")->check(non_empty_path());
   sub->add_flag("--save-weights", c.save_weights, "Also write the final parameters to weights.f32 in --out");
   sub->add_flag("--progress", cli.progress, "Progress bar on stderr even when it is not a terminal");
   sub->add_flag("--no-progress", cli.no_progress, "No progress bar (default: a bar when stderr is a terminal)");
-  sub->add_option("--checkpoint", c.checkpoint, "Checkpoint file, written every --checkpoint-every steps and at the end (atomically, by rank 0; --codec signsgd-ef: with every worker's error-feedback residuals, gathered from all ranks, so give every rank the same --checkpoint, as `terngrad launch` does)");
+  sub->add_option("--checkpoint", c.checkpoint, "Checkpoint file, written every --checkpoint-every steps and at the end (atomically, by rank 0->check(non_empty_path()); --codec signsgd-ef: with every worker's error-feedback residuals, gathered from all ranks, so give every rank the same --checkpoint, as `terngrad launch` does)");
   sub->add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints")->check(tg::app::in_range(0L, 1L << 31));
   sub->add_option("--resume", c.resume, "Continue from this checkpoint (every rank reads the same file; --codec signsgd-ef: each worker takes its own residuals back, and a checkpoint without them is refused)")->check(tg::app::regular_file());
   sub->add_option("--timeout-s", c.timeout_s, "Bound on the rendezvous and on every collective (multi-process)")
@@ -115,7 +115,7 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   sub->add_option("--dump-step", c.dump_step,
                   "Write that step's exchange (every worker's payload bytes per tensor, the gradients) to --out/dump-step<N>")
       ->check(tg::app::in_range(0L, 1L << 31));
-  sub->add_option("--json", cli.json, "Also write the run summary as JSON to FILE ('-': on stdout, instead of the text)");
+  sub->add_option("--json", cli.json, "Also write the run summary as JSON to FILE ('-': on stdout, instead of the text)")->check(non_empty_path());
 }
 
 int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
@@ -137,6 +137,7 @@ int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
   // Every output, before the data is loaded; nothing is created here (the trainer makes --out at its first
   // write, after its own checks), so a refused option leaves no empty run folder.
   tg::app::check_output_folder("--out", c.out_dir);
+  tg::app::check_distinct_outputs("--json", cli.json, "--checkpoint", c.checkpoint);
   tg::app::check_output_file("--json", cli.json);
   tg::app::check_output_file("--checkpoint", c.checkpoint, false);
   tg::train::TrainResult r = tg::train::run_training(c);

@@ -3,6 +3,7 @@
 // implementation and every mutant. Exit 0 all pass, 1 a check failed, 2 usage or input error.
 //   terngrad verify [--profile quick|ci|full] [--impl optimized] [--json F] [--junit F] [--self-test]
 //   terngrad verify --samples G.npy VALUES.npy [--clip none|clip|saturate] [--c C] [--scalar S]
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -46,6 +47,26 @@ struct VerifyOptions {
 
 const char* kExampleCommand = "build/venv/bin/python examples/numpy_codec.py";
 
+// The NumPy example's command: relative to the current folder when run from the repository's root, else
+// from the repository this program was built in (<repo>/build/<preset>/apps/terngrad), with absolute paths;
+// "" when neither has both the interpreter and the script.
+std::string default_example() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists("build/venv/bin/python", ec) && fs::exists("examples/numpy_codec.py", ec)) return kExampleCommand;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const fs::path repo = exe.parent_path().parent_path().parent_path().parent_path();
+  const fs::path python = repo / "build" / "venv" / "bin" / "python", script = repo / "examples" / "numpy_codec.py";
+  if (!fs::exists(python, ec) || !fs::exists(script, ec)) return "";
+  auto quoted = [](const std::string& x) {
+    std::string q = "'";
+    for (char ch : x) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return q + "'";
+  };
+  return quoted(python.string()) + " " + quoted(script.string());
+}
+
 Options make_options(const VerifyOptions& o) {
   Options opt;
   opt.profile = profile_named(o.profile);
@@ -76,7 +97,7 @@ void print_table(const VerifyOptions& o, const Result& r) {
 
 // Every output path, after the other options and before anything runs or is read; creates nothing.
 void check_outputs(const VerifyOptions& o) {
-  if (o.json == "-" && o.junit == "-") throw Error(ErrorCode::invalid_argument, "--json - and --junit - cannot both go to stdout");
+  check_distinct_outputs("--json", o.json, "--junit", o.junit);
   check_output_file("--json", o.json);
   check_output_file("--junit", o.junit);
 }
@@ -113,12 +134,10 @@ int run_self_test(const VerifyOptions& o) {
   std::string why;
   if (cuda_usable(&why)) entries.push_back({"cuda", true});
   else std::fprintf(text, "self-test: skipping cuda: %s\n", why.c_str());
-  std::string example = o.example;
-  if (example.empty() && std::filesystem::exists("build/venv/bin/python") &&
-      std::filesystem::exists("examples/numpy_codec.py"))
-    example = kExampleCommand;
+  std::string example = o.example.empty() ? default_example() : o.example;
   if (!example.empty() && example != "none") entries.push_back({"exec:" + example, true});
-  else std::fprintf(text, "self-test: no NumPy example (build/venv/bin/python or examples/numpy_codec.py missing; --example CMD)\n");
+  else std::fprintf(text, "self-test: no NumPy example (build/venv/bin/python or examples/numpy_codec.py missing here and in the "
+                       "repository this program was built in; --example CMD)\n");
   for (const auto& v : variant_list()) entries.push_back({std::string("variant:") + v.name, true});
   for (const auto& m : mutant_list()) entries.push_back({std::string("mutant:") + m.name, false});
 
@@ -190,11 +209,17 @@ int run_samples(const VerifyOptions& o) {
     const NpyArray& v = values.back();
     // Before anything is allocated per draw: VALUES of shape (1e9, 0) is 128 bytes on disk.
     if (g.data.empty()) throw Error(ErrorCode::invalid_argument, gp + ": the gradient is empty");
-    std::uint64_t row = 1;
-    for (std::size_t k = 1; k < v.shape.size(); ++k) row *= v.shape[k];
-    if (v.shape.size() < 2 || row != g.data.size())
+    // (draws, g.size) or (draws, *g.shape): the same shape, not only the same count (a transposed array is not
+    // the gradient's layout)
+    const bool flat = v.shape.size() == 2 && v.shape[1] == g.data.size();
+    const bool same = v.shape.size() == g.shape.size() + 1 && std::equal(g.shape.begin(), g.shape.end(), v.shape.begin() + 1);
+    if (!flat && !same) {
+      std::string gs;
+      for (std::size_t k = 0; k < g.shape.size(); ++k) gs += (k ? ", " : "") + std::to_string(g.shape[k]);
       throw Error(ErrorCode::invalid_argument, vp + ": shape must be (draws, " + std::to_string(g.data.size()) +
-                                                   ") for the " + std::to_string(g.data.size()) + " elements of " + gp);
+                                                   ") or (draws, " + gs + ") for the gradient " + gp + " of shape (" +
+                                                   gs + (g.shape.size() == 1 ? ",)" : ")"));
+    }
     if (v.shape[0] > std::numeric_limits<std::uint32_t>::max())
       throw Error(ErrorCode::invalid_argument, vp + ": too many draws");
     draws.push_back(draws_from_values(v.data, g.data.size(), static_cast<std::uint32_t>(v.shape[0]), shared, vp));
@@ -255,8 +280,8 @@ static Command verify_command() {
     sub->add_option("--beta", opts->beta, "1 - power at which detectable effects are stated")
         ->check(tg::app::in_range(1e-300, 0.5))
         ->default_str("1e-3");
-    sub->add_option("--json", opts->json, "Write the results as JSON to FILE ('-': on stdout, instead of the table)");
-    sub->add_option("--junit", opts->junit, "Write the results as JUnit XML to FILE ('-': on stdout, instead of the table)");
+    sub->add_option("--json", opts->json, "Write the results as JSON to FILE ('-': on stdout, instead of the table)")->check(non_empty_path());
+    sub->add_option("--junit", opts->junit, "Write the results as JUnit XML to FILE ('-': on stdout, instead of the table)")->check(non_empty_path());
     sub->add_option("--skip", opts->skip, "Checks to leave out, comma-separated (e.g. cross for a codec with its own "
                                           "random stream)")
         ->delimiter(',')
@@ -302,8 +327,15 @@ static Command verify_command() {
     sub->add_option("--scalar", opts->scalar, "With --samples: the shared scalar the draws were asked for, if any")
         ->check(tg::app::in_range(0.0, 3.4e38))
         ->needs(samples);
-    for (const char* other : {"--impl", "--profile", "--seed", "--self-test", "--example", "--exec-timeout"})
+    for (const char* other : {"--impl", "--profile", "--seed", "--self-test", "--example", "--exec-timeout", "--supports",
+                              "--unseeded", "--verbose", "--list-mutants"})
       samples->excludes(sub->get_option(other));
+    // --list-mutants prints the list and does nothing else: options of a run are refused with it
+    CLI::Option* list = sub->get_option("--list-mutants");
+    for (const char* other : {"--json", "--junit", "--impl", "--profile", "--seed", "--self-test", "--skip", "--supports",
+                              "--unseeded", "--alpha", "--beta"})
+      list->excludes(sub->get_option(other));
+    sub->get_option("--verbose")->needs(sub->get_option("--self-test"));
     return sub;
   };
   c.run_fn = [opts] { return run_verify(*opts); };

@@ -198,6 +198,31 @@ inline void check_output_file(const std::string& option, const std::string& file
   fail(": cannot create folder " + parent.string() + ": " + a.problem);
 }
 
+// Two outputs of one command must not be one file (one would silently replace the other) nor both stdout.
+// Paths are compared after resolving "." and "..", symbolic links and the current folder.
+inline void check_distinct_outputs(const std::string& option_a, const std::string& a, const std::string& option_b,
+                                   const std::string& b) {
+  if (a.empty() || b.empty()) return;
+  if (a == "-" || b == "-") {
+    if (a == b) throw std::invalid_argument(option_a + " - and " + option_b + " - cannot both go to stdout");
+    return;
+  }
+  std::error_code ea, eb;
+  const std::filesystem::path pa = std::filesystem::weakly_canonical(a, ea), pb = std::filesystem::weakly_canonical(b, eb);
+  if ((!ea && !eb && pa == pb) || a == b)
+    throw std::invalid_argument(option_a + " and " + option_b + " name the same file, " + a +
+                                ": one would replace the other (give two file names)");
+}
+
+// An output option given an empty value (an unset shell variable, say) is an error, not "no output".
+inline CLI::Validator non_empty_path() {
+  return CLI::Validator(
+      [](std::string& path) {
+        return path.empty() ? std::string("is empty: give a file or folder name (an unset variable?)") : std::string();
+      },
+      "PATH", "non-empty path");
+}
+
 // The seeds first .. first + count - 1 of a run over several seeds, refused when they pass 2^64 - 1
 // instead of wrapping around to 0.
 inline void check_seed_range(std::uint64_t first, std::uint64_t count) {

@@ -89,9 +89,24 @@ void strict_options(CLI::App* app) {
 
 }  // namespace
 
+// An old name and its current name given together would leave one value silently unused: each old name
+// ("old name of --elements", group "Old names") excludes its current name.
+void old_names_exclude_new(CLI::App* sub) {
+  const std::string prefix = "old name of ";
+  for (CLI::Option* opt : sub->get_options()) {
+    if (opt->get_group() != "Old names") continue;
+    const std::string& d = opt->get_description();
+    if (d.rfind(prefix, 0) != 0) continue;
+    if (CLI::Option* current = sub->get_option_no_throw(d.substr(prefix.size()))) opt->excludes(current);
+  }
+}
+
 void strict_numbers(CLI::App& app) {
   strict_options(&app);
-  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) strict_options(sub);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    strict_options(sub);
+    old_names_exclude_new(sub);
+  }
 }
 
 namespace {

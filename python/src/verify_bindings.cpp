@@ -79,8 +79,15 @@ void check_rows(const AnyArray& a, std::size_t draws, std::size_t d, const std::
   }
 }
 
+// alpha and beta in (0, 0.5], as the command line takes them (--alpha, --beta).
+void check_error_rates(std::optional<double> alpha, std::optional<double> beta) {
+  if (alpha && !(*alpha > 0.0 && *alpha <= 0.5)) throw nb::value_error("alpha must be in (0, 0.5], as --alpha");
+  if (beta && !(*beta > 0.0 && *beta <= 0.5)) throw nb::value_error("beta must be in (0, 0.5], as --beta");
+}
+
 tv::Result run_checks(const std::vector<tv::TensorSamples>& samples, const std::string& clip, double c, double alpha,
                       double beta, bool independence, const std::string& family) {
+  check_error_rates(alpha, beta);
   tv::SampleCheckOptions o;
   o.params = check_params(clip, c);
   o.alpha_total = alpha;
@@ -146,10 +153,13 @@ std::string fn_name(nb::handle fn) {
 }
 
 // A sampler from an implementation name or a Python draw function; *python says which.
-std::unique_ptr<tv::Sampler> sampler_of(nb::handle impl, const std::optional<std::string>& name, bool* python) {
+std::unique_ptr<tv::Sampler> sampler_of(nb::handle impl, const std::optional<std::string>& name, bool* python,
+                                        double exec_timeout = 300.0) {
   if (nb::isinstance<nb::str>(impl)) {
     *python = false;
-    return tv::make_sampler(nb::cast<std::string>(impl), {});
+    tv::ExecOptions eo;
+    eo.timeout_s = exec_timeout;
+    return tv::make_sampler(nb::cast<std::string>(impl), eo);
   }
   if (!PyCallable_Check(impl.ptr()))
     throw nb::type_error(("impl must be a name ('optimized', 'reference', 'exec:CMD', 'mutant:NAME') or a "
@@ -241,7 +251,10 @@ void bind_verify(nb::module_& m) {
       "run",
       [](nb::object impl, const std::string& profile, std::uint64_t seed, std::vector<std::string> skip,
          std::optional<double> alpha, std::optional<double> beta, bool progress, std::optional<std::string> name,
-         std::vector<std::string> supports, bool reproducible) {
+         std::vector<std::string> supports, bool reproducible, double exec_timeout) {
+        check_error_rates(alpha, beta);
+        if (!(exec_timeout >= 0.001 && exec_timeout <= 86400.0))
+          throw nb::value_error("exec_timeout must be in [0.001, 86400] seconds, as --exec-timeout");
         tv::Options o;
         o.profile = tv::profile_named(profile);
         if (alpha) o.profile.alpha_total = *alpha;
@@ -252,7 +265,7 @@ void bind_verify(nb::module_& m) {
         o.reproducible = reproducible;
         o.progress = progress;
         bool python = false;
-        std::unique_ptr<tv::Sampler> s = sampler_of(impl, name, &python);
+        std::unique_ptr<tv::Sampler> s = sampler_of(impl, name, &python, exec_timeout);
         if (python) return tv::run_battery(*s, o);
         // The run releases the GIL; between blocks of draws it takes it back to let Python's signal
         // handlers run, so Ctrl-C stops a long run (KeyboardInterrupt) instead of waiting for its end.
@@ -265,7 +278,7 @@ void bind_verify(nb::module_& m) {
       },
       "impl"_a = "optimized", "profile"_a = "ci", "seed"_a = 20171204, "skip"_a = std::vector<std::string>{},
       "alpha"_a = nb::none(), "beta"_a = nb::none(), "progress"_a = false, "name"_a = nb::none(),
-      "supports"_a = std::vector<std::string>{}, "reproducible"_a = true,
+      "supports"_a = std::vector<std::string>{}, "reproducible"_a = true, "exec_timeout"_a = 300.0,
       (std::string("Run the whole battery (the checks of CHECKS on the families of docs/battery.md) and return a "
                    "Result. impl: 'optimized', 'reference', 'mutant:NAME' (see MUTANTS), 'exec:CMD' (an external "
                    "program, docs/battery.md), or a Python function\n    ") +
@@ -274,7 +287,8 @@ void bind_verify(nb::module_& m) {
        "leave out, e.g. ['cross']. supports: what the implementation implements (CAPABILITIES; default all), "
        "e.g. ['clip', 'spec-stream'] for a codec that always clips. reproducible=False: the implementation draws "
        "fresh randomness on every call (a framework's global generator), so only the same-key comparisons and "
-       "cross are left out. A correct implementation fails with "
+       "cross are left out. exec_timeout: seconds an 'exec:' or 'serve:' program may take per request (as "
+       "--exec-timeout). A correct implementation fails with "
        "probability <= alpha_total. 'cuda' "
        "raises Unavailable when the module was built without the CUDA codec or no usable device is present.")
           .c_str());
