@@ -202,6 +202,13 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("cannot create folder ${CMAKE_CURRENT_LIST_FILE}/x" verify --json "${CMAKE_CURRENT_LIST_FILE}/x/r.json"
                        --profile quick --no-progress ABSENT)
     expect_usage_error("cannot both go to stdout" verify --json - --junit - --profile quick ABSENT)
+    # two outputs naming one file are refused, not half-honoured (empty paths: ctest tg_cli_empty_paths)
+    expect_usage_error("--json and --junit name the same file" verify --json "${scratch}/same.out" --junit
+                       "${scratch}/./same.out" --profile quick --no-progress ABSENT "${scratch}/same.out")
+    # options that would be silently ignored
+    expect_usage_error("--json excludes --list-mutants" verify --list-mutants --json "${scratch}/m.json" ABSENT "${scratch}/m.json")
+    expect_usage_error("--verbose requires --self-test" verify --verbose --profile quick)
+    expect_usage_error("--supports" verify --samples "${scratch}/g.npy" "${scratch}/v.npy" --supports clip)
     # --json -: the JSON on stdout instead of the table, no file named "-"
     expect_run(RC 0 ARGS verify --profile quick --no-progress --skip streams,collision,cross,aggregate,independence --json -
                CONTAINS "\"runs\"" LACKS "verdict" ABSENT "${scratch}/-")
@@ -211,6 +218,11 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("--elements" compare reference optimized --elements 0)
     expect_usage_error("--draws" compare reference optimized --draws 5000)
     expect_usage_error("--json ${scratch} is a folder" compare reference optimized --elements 64 --json "${scratch}" ABSENT)
+    # --clip takes one comma-separated list: the implementations after it stay A and B
+    expect_run(RC 0 ARGS compare --clip clip,saturate reference optimized --elements 64 --draws 1 --no-progress
+               CONTAINS "IDENTICAL (100 cases")
+    expect_usage_error("--clip: 'bogus' not in" compare reference optimized --clip none,bogus)
+    expect_usage_error("--elements excludes --d" compare reference optimized --d 10 --elements 20)
     expect_run(RC 0 ARGS compare reference optimized --elements 64 --draws 1 --no-progress --json -
                CONTAINS "\"cases\"" ABSENT "${scratch}/-")
   elseif(sub STREQUAL "converge")
@@ -265,6 +277,9 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("--json ${scratch} is a folder" calibrate --profile quick --seeds 2 --no-progress --json "${scratch}" ABSENT)
     expect_usage_error("--output ${scratch} is a folder" calibrate --profile quick --seeds 2 --no-progress --output "${scratch}"
                        ABSENT)
+    expect_usage_error("--json and --output name the same file" calibrate --seeds 2 --no-progress --json "${scratch}/c.out"
+                       --output "${scratch}/c.out" ABSENT "${scratch}/c.out")
+    expect_usage_error("--exec-timeout" calibrate --seeds 2 --exec-timeout 0)
     expect_run(RC 0 ARGS calibrate --profile quick --seeds 2 --no-progress --skip streams,collision,cross,aggregate,independence
                --json - CONTAINS "\"calibrated\"" LACKS "CALIBRATED" ABSENT "${scratch}/-")
   elseif(sub STREQUAL "model")
@@ -272,6 +287,8 @@ foreach(sub IN LISTS subcommands)
     # --csv is checked with --json, before anything is written (was: x.json written, then the error)
     expect_usage_error("--csv ${scratch} is a folder" model --preset paper --json "${scratch}/x.json" --csv "${scratch}"
                        ABSENT "${scratch}/x.json")
+    expect_usage_error("--json and --csv name the same file" model --preset paper --json "${scratch}/x.out" --csv
+                       "${scratch}/x.out" ABSENT "${scratch}/x.out")
   elseif(sub STREQUAL "launch")
     expect_usage_error("--nproc" launch --nproc 0)
     expect_usage_error("unknown option --workers (did you mean --nproc?)" launch --workers 2)  # a known other name

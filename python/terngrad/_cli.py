@@ -236,8 +236,15 @@ def _load_npy(path, np):
 
 
 def _check_outputs(a):
+    for option, path in (("--json", a.json), ("--junit", a.junit)):
+        if path is not None and path == "":
+            raise UsageError(f"{option}: is empty: give a file name (an unset variable?)")
     if a.json == "-" and a.junit == "-":
         raise UsageError("--json - and --junit - cannot both go to stdout")
+    if a.json and a.junit and a.json != "-" and a.junit != "-" and (
+            a.json == a.junit or os.path.realpath(a.json) == os.path.realpath(a.junit)):
+        raise UsageError(f"--json and --junit name the same file, {a.json}: one would replace the other "
+                         "(give two file names)")
     _check_writable("--json", a.json)
     _check_writable("--junit", a.junit)
 

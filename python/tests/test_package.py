@@ -77,6 +77,8 @@ def test_verify_python_draw_function(tmp_path):
     (["verify", "--json", "/proc/none/r.json"], "cannot create folder /proc/none"),
     (["verify", "--json", "/"], "--json / is a folder, not a file"),  # was: "cannot write into folder /"
     (["verify", "--json", "-", "--junit", "-"], "cannot both go to stdout"),
+    (["verify", "--json", ""], "--json: is empty"),
+    (["verify", "--json", "r.xml", "--junit", "./r.xml"], "--json and --junit name the same file"),
     (["verify", "--supports", "spec-stream"], "names no clipping mode"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(args, message):
