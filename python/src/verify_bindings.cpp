@@ -81,8 +81,11 @@ void check_rows(const AnyArray& a, std::size_t draws, std::size_t d, const std::
 
 // alpha and beta in (0, 0.5], as the command line takes them (--alpha, --beta).
 void check_error_rates(std::optional<double> alpha, std::optional<double> beta) {
-  if (alpha && !(*alpha > 0.0 && *alpha <= 0.5)) throw nb::value_error("alpha must be in (0, 0.5], as --alpha");
-  if (beta && !(*beta > 0.0 && *beta <= 0.5)) throw nb::value_error("beta must be in (0, 0.5], as --beta");
+  // tg::Error: terngrad.CodecError, a ValueError, as for every other bad parameter of these functions
+  if (alpha && !(*alpha > 0.0 && *alpha <= 0.5))
+    throw tg::Error(tg::ErrorCode::invalid_argument, "alpha must be in (0, 0.5], as --alpha");
+  if (beta && !(*beta > 0.0 && *beta <= 0.5))
+    throw tg::Error(tg::ErrorCode::invalid_argument, "beta must be in (0, 0.5], as --beta");
 }
 
 tv::Result run_checks(const std::vector<tv::TensorSamples>& samples, const std::string& clip, double c, double alpha,
@@ -254,7 +257,7 @@ void bind_verify(nb::module_& m) {
          std::vector<std::string> supports, bool reproducible, double exec_timeout) {
         check_error_rates(alpha, beta);
         if (!(exec_timeout >= 0.001 && exec_timeout <= 86400.0))
-          throw nb::value_error("exec_timeout must be in [0.001, 86400] seconds, as --exec-timeout");
+          throw tg::Error(tg::ErrorCode::invalid_argument, "exec_timeout must be in [0.001, 86400] seconds, as --exec-timeout");
         tv::Options o;
         o.profile = tv::profile_named(profile);
         if (alpha) o.profile.alpha_total = *alpha;
