@@ -277,6 +277,13 @@ BernsteinOutcome decide_squares(const Acc& a, std::size_t m, double alpha, doubl
   return o;
 }
 
+// "3 of 1024 block-draws have |B| > 41 (largest 57): beyond Hoeffding's bound at alpha/2; ", or "" when none did.
+std::string exceed_note(const Acc& a, const char* what, const char* sum) {
+  if (!a.exceed) return "";
+  return strf("%llu of %.0f %s have |%s| > %.4g (largest %.4g): beyond Hoeffding's bound at alpha/2; ",
+              static_cast<unsigned long long>(a.exceed), a.K, what, sum, std::sqrt(a.tau2), std::sqrt(a.max_b2));
+}
+
 // Everything a job accumulates over its draws; the emitters below turn it into rows.
 struct JobState {
   Spec sp;
@@ -458,10 +465,7 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
                     "%.4g) (Hoeffding: |B_k| > %.4g anywhere has probability <= alpha/2 under H0); keep-rate errors of "
                     "either sign add n (n - 1) sum dp_k^2, dependent draws of a coordinate change E[B_k^2]",
                     a.K, n, a.tau2, std::sqrt(a.tau2));
-    if (a.exceed)
-      r.detail = strf("%llu of %.0f coordinates have |B_k| > %.4g (largest %.4g): beyond Hoeffding's bound at alpha/2; ",
-                      static_cast<unsigned long long>(a.exceed), a.K, std::sqrt(a.tau2), std::sqrt(a.max_b2)) +
-                 r.detail;
+    r.detail = exceed_note(a, "coordinates", "B_k") + r.detail;
     mark_rejected(r);
     c.rows.push_back(r);
   }
@@ -568,10 +572,7 @@ void emit_independence(Ctx& c, const JobSpec& job, const JobState& st) {
                     "exact fourth moments on min(B^2, %.4g) (Hoeffding: |B| > %.4g in any of %.0f block-draws has "
                     "probability <= alpha/2 under H0)",
                     m, off, a.tau2, std::sqrt(a.tau2), a.K);
-    if (a.exceed)
-      r.detail = strf("%llu of %.0f block-draws have |B| > %.4g (largest %.4g): beyond Hoeffding's bound at alpha/2; ",
-                      static_cast<unsigned long long>(a.exceed), a.K, std::sqrt(a.tau2), std::sqrt(a.max_b2)) +
-                 r.detail;
+    r.detail = exceed_note(a, "block-draws", "B") + r.detail;
     mark_rejected(r);
     c.rows.push_back(r);
   }
