@@ -217,9 +217,17 @@ class ExecSampler : public Sampler {
     auto start = std::chrono::steady_clock::now();
     int status = 0;
     for (;;) {
-      pid_t w = ::waitpid(pid, &status, WNOHANG);
-      if (w == pid) break;
-      if (w < 0 && errno != EINTR) throw Error(ErrorCode::invalid_argument, "waitpid failed");
+      // Exited, not yet reaped (WNOWAIT): its pid, the group's id, cannot be reused until it is, so what it left
+      // running in its group (a background child) is stopped here and nothing else can be hit.
+      siginfo_t info{};
+      info.si_pid = 0;
+      const int rc = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
+      if (rc == 0 && info.si_pid == pid) {
+        ::kill(-pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        break;
+      }
+      if (rc < 0 && errno != EINTR) throw Error(ErrorCode::invalid_argument, "waitid failed");
       if (g_signal) {  // stop the program's whole process group, then report (the destructor cleans up)
         ::kill(-pid, SIGKILL);
         ::waitpid(pid, &status, 0);

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -186,6 +187,52 @@ TEST(Exec, SignalStopsTheProgramAndRemovesTheTemporaryFolder) {
   if (old_tmpdir) ::setenv("TMPDIR", saved.c_str(), 1);
   else ::unsetenv("TMPDIR");
   fs::remove_all(tmp);
+}
+
+// A program that fails and leaves a background child in its process group: the child is stopped with it, not
+// left running; and the message carries the program's last lines (a traceback's error is on its last line),
+// on one printable line.
+TEST(Exec, AFailingProgramsBackgroundChildIsStoppedAndItsLastLinesReported) {
+  const std::filesystem::path pidfile =
+      std::filesystem::temp_directory_path() / ("tg-exec-child-" + std::to_string(::getpid()) + ".pid");
+  const std::string cmd = "sleep 300 & echo $! > '" + pidfile.string() +
+                          "'; printf 'Traceback (most recent call last):\\n  File x\\nValueError: the real cause\\n' >&2; "
+                          "exit 3; :";
+  auto s = make_exec_sampler(cmd, {30.0});
+  auto g = gradient(8);
+  std::string what;
+  try {
+    s->draw({g, Params{}, {1, 0, 0, 0}, 1, std::nullopt});
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("exited with status 3"), std::string::npos) << what;
+  EXPECT_NE(what.find("Traceback (most recent call last): |   File x | ValueError: the real cause"), std::string::npos)
+      << what;
+  EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  std::FILE* f = std::fopen(pidfile.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  long child = 0;
+  ASSERT_EQ(std::fscanf(f, "%ld", &child), 1);
+  std::fclose(f);
+  std::filesystem::remove(pidfile);
+  ASSERT_GT(child, 1);
+  // killed: gone, or a zombie until init reaps it
+  bool alive = ::kill(static_cast<pid_t>(child), 0) == 0;
+  for (int i = 0; i < 100 && alive; ++i) {
+    std::string stat;
+    if (std::FILE* st = std::fopen(("/proc/" + std::to_string(child) + "/stat").c_str(), "r")) {
+      char buf[256] = {};
+      std::fread(buf, 1, sizeof buf - 1, st);
+      std::fclose(st);
+      stat = buf;
+    }
+    const std::size_t close = stat.rfind(')');
+    if (stat.empty() || (close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z')) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    alive = ::kill(static_cast<pid_t>(child), 0) == 0;
+    if (i == 99) ::kill(static_cast<pid_t>(child), SIGKILL), ADD_FAILURE() << "background child " << child << " still runs";
+  }
 }
 
 TEST(Exec, MissingProgramIsAnError) {
