@@ -19,6 +19,17 @@ namespace {
 
 using namespace tg::verify;
 
+// "a,b,,c" -> {"a", "b", "", "c"}: one --clip list.
+static std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> parts;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = list.find(',', start);
+    parts.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return parts;
+    start = comma + 1;
+  }
+}
+
 struct CompareCli {
   std::string a, b;
   std::size_t d = 4099;
@@ -47,12 +58,7 @@ int run_compare(const CompareCli& o) {
   if (!o.clip_lists.empty()) {
     modes.clear();
     for (const auto& list : o.clip_lists)
-      for (std::size_t start = 0;;) {
-        const std::size_t comma = list.find(',', start);
-        modes.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
+      for (auto& m : split_commas(list)) modes.push_back(std::move(m));
   }
   for (const auto& m : modes) co.modes.push_back(parse_clip_mode(m.c_str()));
   co.shared_scalar = !o.no_shared;
@@ -133,14 +139,9 @@ static Command compare_command() {
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
         ->check(CLI::Validator(
             [](std::string& list) {
-              std::size_t start = 0;
-              for (;;) {
-                const std::size_t comma = list.find(',', start);
-                const std::string m = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+              for (const auto& m : split_commas(list))
                 if (m != "none" && m != "clip" && m != "saturate") return "'" + m + "' not in {none,clip,saturate}";
-                if (comma == std::string::npos) return std::string();
-                start = comma + 1;
-              }
+              return std::string();
             },
             "MODE[,MODE...]"));
     sub->add_flag("--no-shared", opts->no_shared, "Leave out the cases with a shared scalar");
