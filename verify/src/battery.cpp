@@ -23,8 +23,10 @@ Profile profile_named(const std::string& name) {
     p.d = 1 << 13, p.steps = 128, p.stream_steps = 256, p.agg_workers = 4, p.agg_steps = 128, p.cross_d = 4099;
   } else if (name == "ci") {
     p.d = 1 << 16, p.steps = 1024, p.stream_steps = 1024, p.agg_workers = 4, p.agg_steps = 1024, p.cross_d = 65537;
+    p.large_d = (std::size_t{1} << 22) + 3;
   } else if (name == "full") {
     p.d = 1 << 18, p.steps = 4096, p.stream_steps = 4096, p.agg_workers = 8, p.agg_steps = 4096, p.cross_d = 1 << 20;
+    p.large_d = (std::size_t{1} << 22) + 3;
     p.alpha_total = 1e-9;
   } else {
     throw Error(ErrorCode::invalid_argument, "unknown profile '" + name + "' (expected quick, ci or full)");
@@ -162,7 +164,11 @@ Result check_samples(std::span<const TensorSamples> tensors, const SampleCheckOp
   return res;
 }
 
-std::uint32_t large_steps(const Profile& p) { return std::max<std::uint32_t>(8, p.steps / 32); }
+std::uint32_t large_steps(const Profile& p) {
+  // steps / 32 draws of 2^20 + 3 elements, as many element-draws on a larger tensor (at least 8 draws)
+  const double scale = static_cast<double>(kLargeElements) / static_cast<double>(std::max<std::size_t>(p.large_d, 1));
+  return std::max<std::uint32_t>(8, static_cast<std::uint32_t>(p.steps / 32 * std::min(1.0, scale)));
+}
 
 Result run_battery(Sampler& sampler, const Options& options) {
   const Profile& P = options.profile;
@@ -261,14 +267,14 @@ Result run_battery(Sampler& sampler, const Options& options) {
   // first clipping mode (rows layerwise.clip.*, aggregate.clip.*), so a codec with every mode is asked too.
   const std::optional<Params> shared_clip = shared_clip_params(options);
   if (on("layerwise") && shared_clip) add_layerwise(std::string("layerwise.") + to_string(shared_clip->clip), *shared_clip);
-  // large: one gaussian tensor of kLargeElements (2^20 + 3) with few draws, in the base mode. Bugs that
+  // large: one gaussian tensor of P.large_d (2^20 + 3 at quick, 2^22 + 3 at ci and full) with few draws, in the base mode. Bugs that
   // begin above a size (a counter that wraps, per-thread chunks that restart the stream, a scalar per
   // bucket) stay out of every family (2^13 to 2^18 elements). Last in the plan, so that the other jobs
   // keep their stream seeds; pooled with the families.
   std::optional<std::size_t> large_job;
   if (main_on) {
     JobSpec j;
-    j.grad = make_gradient("gaussian", kLargeElements,
+    j.grad = make_gradient("gaussian", P.large_d,
                            derive_seed(options.seed, KeyPurpose::gradient, static_cast<std::uint32_t>(GradientVariant::large)));
     j.grad.family = "large";
     j.params = base;
@@ -311,7 +317,7 @@ Result run_battery(Sampler& sampler, const Options& options) {
                                                   (supports(options, "none") + supports(options, "clip") +
                                                    supports(options, "saturate"));
   if (on("collision"))
-    total_units += 52.0 * P.d * static_cast<double>(collision_passes(options)) + 4.0 * kLargeElements + static_cast<double>(P.steps) * static_cast<double>(checks::small_probe_elements()) +
+    total_units += 52.0 * P.d * static_cast<double>(collision_passes(options)) + 4.0 * static_cast<double>(P.large_d) + static_cast<double>(P.steps) * static_cast<double>(checks::small_probe_elements()) +
                    static_cast<double>(long_probe_steps(P, P.d)) * std::min<std::size_t>(P.d, kLongProbeElements);
   if (on("aggregate")) total_units += (shared_clip ? 2.0 : 1.0) * P.agg_steps * P.d * P.agg_workers;
   Progress progress(options.progress, total_units, options.poll);

@@ -108,17 +108,19 @@ std::vector<float> student(std::size_t d, double scale, PhiloxWordStream& rng) {
 }
 
 /// Keep-probability ladder: g[0] = 1 (so s = max|g| = 1 and p = |g|), then magnitudes log-uniform
-/// in the bin picked by k % 8, each a float in [lower, upper), with a random sign.
+/// in the bin picked by k % 16, each a float in [lower, upper), with a random sign.
 std::vector<float> pladder(std::size_t d, PhiloxWordStream& rng) {
   struct Bin { double lower, upper; };
-  static const Bin bins[8] = {
+  static const Bin bins[16] = {
       {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11},
       {0x1p-11, 0x1p-10}, {0x1p-10, 0x1p-6},  {0x1p-6, 0x1p-1},   {0x1p-1, 1.0},
+      {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11},
+      {0x1p-11, 0x1p-10}, {0x1p-10, 0x1p-6},  {0x1p-22, 0x1p-18}, {0x1p-1, 1.0},
   };
   std::vector<float> g(d);
   g[0] = 1.0f;
   for (std::size_t k = 1; k < d; ++k) {
-    const Bin& bin = bins[k % 8];
+    const Bin& bin = bins[k % 16];
     const double magnitude = bin.lower * std::pow(bin.upper / bin.lower, rng.uniform());
     const float lower = static_cast<float>(bin.lower);
     const float below_upper = std::nextafter(static_cast<float>(bin.upper), 0.0f);

@@ -601,7 +601,9 @@ TEST(ClipTolerance, AFloat32WelfordSigmaOnTensorsWithALargeMeanPasses) {
       const Result r = check_samples({&t, 1}, so);
       const bool inside = shift == -down || shift == up;
       EXPECT_EQ(r.pass(), inside) << "shift " << shift << " ulps\n" << format_table(r);
-      if (!inside) EXPECT_TRUE(failed(r, "structure")) << "shift " << shift;
+      if (!inside) {
+        EXPECT_TRUE(failed(r, "structure")) << "shift " << shift;
+      }
     }
   }
   // On the battery's zero-mean families the window is the plain one and the variant within it.
@@ -714,7 +716,7 @@ TEST(Battery, TailsFindAMaximumLeftOutOfTheReduction) {
     auto ref = make_sampler("reference", {});
     const Result ok = run_battery(*ref, o);
     EXPECT_TRUE(ok.pass()) << format_table(ok);
-    EXPECT_NE(tails(ok).detail.find("288 draws: 32 sizes"), std::string::npos) << tails(ok).detail;
+    EXPECT_NE(tails(ok).detail.find("298 draws: 32 sizes"), std::string::npos) << tails(ok).detail;
     auto skipping = make_codec_sampler(std::make_shared<TailSkippingCodec>(), "tail-skipping");
     const Row bad = tails(run_battery(*skipping, o));
     EXPECT_FALSE(bad.pass) << seed;
@@ -727,6 +729,75 @@ TEST(Battery, TailsFindAMaximumLeftOutOfTheReduction) {
     const Row sat = tails(run_battery(nomin, o));
     EXPECT_FALSE(sat.pass) << seed;
     EXPECT_NE(sat.detail.find("clip saturate"), std::string::npos) << sat.detail;
+  }
+}
+
+// The clip bound where it is the scalar: a codec that ignores the clipping factor (uses 2.5 whatever c it
+// is asked for), and one whose float32 sigma is one pass, E[g^2] - E[g]^2 with NumPy-like pairwise sums:
+// right on every family of the battery (mean about 0), wrong where the mean dwarfs sigma. Both fail the tails
+// row at every seed; the correct float32 variants (two-pass, Welford) pass it.
+class OnePassSigmaCodec : public ShiftedBoundCodec {
+ public:
+  OnePassSigmaCodec() : ShiftedBoundCodec(0) {}
+  std::string name() const override { return "one-pass-f32-sigma"; }
+  Moments moments(std::span<const float> g) const override {
+    if (g.empty()) return {};
+    // pairwise float32 sums in blocks of 128 (NumPy's leaves), halves added recursively
+    std::function<std::pair<float, float>(std::size_t, std::size_t)> sums = [&](std::size_t b, std::size_t n) {
+      if (n <= 128) {
+        float s = 0.0f, q = 0.0f;
+        for (std::size_t k = b; k < b + n; ++k) s += g[k], q += g[k] * g[k];
+        return std::make_pair(s, q);
+      }
+      const std::size_t h = n / 2;
+      auto [s1, q1] = sums(b, h);
+      auto [s2, q2] = sums(b + h, n - h);
+      return std::make_pair(s1 + s2, q1 + q2);
+    };
+    const auto [s, q] = sums(0, g.size());
+    const float n = static_cast<float>(g.size());
+    const float mean = s / n, var = q / n - mean * mean;
+    return {mean, std::sqrt(std::max(var, 0.0f))};
+  }
+};
+
+TEST(Battery, TailsSeeAClipFactorIgnoredAndAOnePassFloat32Sigma) {
+  const std::set<std::string> skip = all_checks_but({"structure"});
+  auto tails = [](const Result& r) {
+    for (const auto& w : r.rows)
+      if (w.id == "structure/tails") return w;
+    ADD_FAILURE() << "no tails row";
+    return Row{};
+  };
+  for (std::uint64_t seed : {1u, 2u, 3u}) {
+    Options o = small_options(2048, 8, 8, skip);
+    o.seed = seed;
+    for (const char* impl : {"reference", "variant:f32-sigma", "variant:f32-welford", "variant:f32-p"}) {
+      auto good = make_sampler(impl, {});
+      const Row t = tails(run_battery(*good, o));
+      EXPECT_TRUE(t.pass) << impl << " seed " << seed << ": " << t.detail;
+      EXPECT_NE(t.detail.find("10 draws where the scalar is the clip bound"), std::string::npos) << t.detail;
+    }
+    RewritingSampler fixed_c("c-ignored", [](const DrawRequest& r) {
+      DrawRequest q = r;
+      q.params.c = 2.5;
+      return q;
+    });
+    const Row c = tails(run_battery(fixed_c, o));
+    EXPECT_FALSE(c.pass) << seed;
+    EXPECT_NE(c.detail.find("c = 2.5 used instead of c?"), std::string::npos) << c.detail;
+    auto one_pass = make_codec_sampler(std::make_shared<OnePassSigmaCodec>(), "one-pass-f32-sigma");
+    const Row op = tails(run_battery(*one_pass, o));
+    EXPECT_FALSE(op.pass) << seed;
+    EXPECT_NE(op.detail.find("of mean 1000: scalar"), std::string::npos) << op.detail;
+    // The same codec on the battery's clipped families (mean about 0) is within the window: only the tails see it.
+    Params params;
+    params.clip = ClipMode::clip;
+    for (const char* fam : {"gaussian", "student_t", "laplace"}) {
+      const auto G = make_gradient(fam, 65536, seed);
+      EXPECT_TRUE(clip_scalar_window(G.layers[0].g, params).contains(clip_bound(OnePassSigmaCodec(), G.layers[0].g, params)))
+          << fam;
+    }
   }
 }
 
@@ -1031,6 +1102,66 @@ TEST(Battery, PWaveIsCaughtByThePartialSumsOfItsBin) {
     }
 }
 
+// Short uniforms: a keep rule that compares 16 bits of the uniform, (u >> 16) < p 2^16, keeps every p below
+// 2^-16 at 2^-16 and is otherwise within 2^-16 of p: relative bias about +0.02 in [2^-12, 2^-11), below what
+// that bin detects. Pladder's sixteenth at p in [2^-22, 2^-18) shows it in the bin p < 2^-12 at the ci
+// profile's size (65,536 elements, 1024 draws); the reference passes the same rows, and the 24-bit uniforms
+// of variant:f32-p (a keep floor at 2^-24, within the spec's allowance) too.
+bool row_failed(const Result& r, const std::string& id);
+
+class Uniform16Sampler : public Sampler {
+ public:
+  std::string name() const override { return "uniform16"; }
+  Draws draw(const DrawRequest& r) override {
+    Draws d = ref_->draw(r);
+    for (std::uint32_t j = 0; j < r.steps; ++j) {
+      StreamKey k = r.key;
+      k.step = r.key.step + j;
+      const double s = d.scalars[j];
+      for (std::size_t i = 0; i < d.d; ++i) {
+        const std::uint32_t u = philox_block(k, static_cast<std::uint32_t>(i / 4))[static_cast<int>(i % 4)];
+        const double p = s > 0 ? std::min(1.0, std::fabs(static_cast<double>(r.g[i])) / s) : 0.0;
+        const bool keep = static_cast<double>(u >> 16) < p * 65536.0;
+        d.trits[j * d.d + i] = static_cast<std::int8_t>(keep ? (r.g[i] < 0 ? -1 : 1) : 0);
+      }
+    }
+    return d;
+  }
+
+ private:
+  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+};
+
+TEST(Battery, ShortUniformsAreSeenAtTheSmallestKeepProbabilities) {
+  const std::vector<float> g = make_gradient("pladder", 65536, 7).layers[0].g;
+  SampleCheckOptions so;
+  so.independence = false;
+  so.family = "pladder";
+  auto judge = [&](Sampler& sm) {
+    const Draws a = sm.draw({g, so.params, {9, 0, 0, 0}, 1024, std::nullopt});
+    TensorSamples t{g, a.trits, a.scalars, std::nullopt, a.defect};
+    return check_samples({&t, 1}, so);
+  };
+  Uniform16Sampler u16;
+  const Result bad = judge(u16);
+  EXPECT_TRUE(row_failed(bad, "unbiased-by-p/pladder/p<2^-12")) << format_table(bad);
+  EXPECT_FALSE(row_failed(bad, "unbiased-by-p/pladder/p in [2^-12,2^-11)")) << "the next bin alone does not see it";
+  for (const char* impl : {"reference", "variant:f32-p"}) {
+    auto good = make_sampler(impl, {});
+    const Result ok = judge(*good);
+    EXPECT_TRUE(ok.pass()) << impl << "\n" << format_table(ok);
+    EXPECT_TRUE(std::any_of(ok.rows.begin(), ok.rows.end(), [](const Row& w) { return w.id == "unbiased-by-p/pladder/p<2^-12"; }))
+        << "the bin is planned at this size";
+  }
+  // At quick's size (8192 elements, 128 draws) the floor's excess is below the bin's threshold: not planned.
+  const std::vector<float> q = make_gradient("pladder", 8192, 7).layers[0].g;
+  auto ref = make_sampler("reference", {});
+  const Draws a = ref->draw({q, so.params, {9, 0, 0, 0}, 128, std::nullopt});
+  TensorSamples t{q, a.trits, a.scalars, std::nullopt, a.defect};
+  const Result small = check_samples({&t, 1}, so);
+  EXPECT_FALSE(std::any_of(small.rows.begin(), small.rows.end(), [](const Row& w) { return w.id == "unbiased-by-p/pladder/p<2^-12"; }));
+}
+
 TEST(Battery, UnseededCodecIsJudgedWithoutTheSameKeyComparisons) {
   Options o = small_options(1024, 16, 4, {});
   UnseededSampler fresh;
@@ -1177,9 +1308,11 @@ TEST(Battery, CollisionFindsAStrideReuseInRunsOf72OrMore) {
 // A vector loop of width W whose remainder loop reuses the uniforms of the last whole vector: elements
 // k >= W floor(d / W) take the keep bit of k - W (on the probe, what reusing its uniform does). At most
 // W - 1 elements of a tensor: diluted in a large one, plain in the small pass of the collision check.
+// A remainder loop of width W (the elements past the last whole block of W) that reuses the uniforms of
+// the block before it (lag W) or, with `restart`, the stream's first ones (lag = the elements before it).
 class RemainderReuseSampler : public Sampler {
  public:
-  explicit RemainderReuseSampler(std::size_t W) : W_(W) {}
+  explicit RemainderReuseSampler(std::size_t W, bool restart = false) : W_(W), restart_(restart) {}
   std::string name() const override { return "remainder-reuse-" + std::to_string(W_); }
   Draws draw(const DrawRequest& r) override {
     Draws d = ref_->draw(r);
@@ -1187,7 +1320,7 @@ class RemainderReuseSampler : public Sampler {
     if (tail < W_) return d;
     for (std::uint32_t j = 0; j < r.steps; ++j)
       for (std::size_t k = tail; k < n; ++k) {
-        const bool kept = d.trits[j * n + k - W_] != 0;
+        const bool kept = d.trits[j * n + k - (restart_ ? tail : W_)] != 0;
         d.trits[j * n + k] = static_cast<std::int8_t>(kept ? (r.g[k] < 0 ? -1 : 1) : 0);
       }
     return d;
@@ -1195,17 +1328,25 @@ class RemainderReuseSampler : public Sampler {
 
  private:
   std::size_t W_;
+  bool restart_;
   std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
 };
 
 TEST(Battery, LagScanFindsARemainderLoopReusingUniforms) {
   Options o = small_options(512, 16, 4, all_checks_but({"collision"}));
   o.profile.steps = 128;  // quick's draws: the small pass draws each size this many times
-  for (std::size_t W : {8, 16, 32}) {
+  for (std::size_t W : {8, 16, 32, 256, 512, 1024, 2048}) {
     RemainderReuseSampler bad(W);
     Result r = run_battery(bad, o);
     EXPECT_TRUE(row_failed(r, "collision/p=1/2 probe/every lag")) << W << "\n" << format_table(r);
     EXPECT_TRUE(any_detail(r, strf("lag %zu in pass small", W))) << W << "\n" << format_table(r);
+  }
+  // A remainder that restarts the stream: lag n - (n mod W) on the sizes whose remainder is largest.
+  for (std::size_t W : {64, 256, 1024}) {
+    RemainderReuseSampler bad(W, true);
+    Result r = run_battery(bad, o);
+    EXPECT_TRUE(row_failed(r, "collision/p=1/2 probe/every lag")) << W << "\n" << format_table(r);
+    EXPECT_TRUE(any_detail(r, "in pass small")) << W << "\n" << format_table(r);
   }
 }
 

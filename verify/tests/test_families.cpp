@@ -199,10 +199,11 @@ TEST(FamilyMoments, LenetHasDeadRowsOnlyInFc1AndFc2) {
   }
 }
 
-// The ladder's bins, by index: [2^-12, 2^-11), [2^-11, 2^-10), [2^-10, 2^-6), [2^-6, 2^-1),
-// [2^-1, 1), and the single 1.0. -1 means below the ladder.
+// The ladder's bins, by index: [2^-22, 2^-18), [2^-12, 2^-11), [2^-11, 2^-10), [2^-10, 2^-6), [2^-6, 2^-1),
+// [2^-1, 1), and the single 1.0. -1 means below the ladder, or between 2^-18 and 2^-12 (no bin).
 int ladder_bin(float magnitude) {
-  const float edges[] = {0x1p-12f, 0x1p-11f, 0x1p-10f, 0x1p-6f, 0x1p-1f, 1.0f};
+  if (magnitude >= 0x1p-18f && magnitude < 0x1p-12f) return -1;
+  const float edges[] = {0x1p-22f, 0x1p-12f, 0x1p-11f, 0x1p-10f, 0x1p-6f, 0x1p-1f, 1.0f};
   int bin = -1;
   for (float e : edges)
     if (magnitude >= e) ++bin;
@@ -210,9 +211,10 @@ int ladder_bin(float magnitude) {
 }
 
 int expected_ladder_bin(std::size_t k) {
-  if (k == 0) return 5;
+  if (k == 0) return 6;
+  if (k % 16 == 14) return 0;
   const std::size_t r = k % 8;
-  return r <= 3 ? 0 : static_cast<int>(r) - 3;
+  return r <= 3 ? 1 : static_cast<int>(r) - 2;
 }
 
 void check_ladder(std::size_t d) {
@@ -221,7 +223,7 @@ void check_ladder(std::size_t d) {
   EXPECT_EQ(g[0], 1.0f);
   float max_abs = 0;
   std::size_t ones = 0, negatives = 0;
-  std::vector<std::size_t> counts(6, 0);
+  std::vector<std::size_t> counts(7, 0);
   for (std::size_t k = 0; k < d; ++k) {
     const float m = std::abs(g[k]);
     max_abs = std::max(max_abs, m);
@@ -230,15 +232,15 @@ void check_ladder(std::size_t d) {
     const int bin = ladder_bin(m);
     ASSERT_GE(bin, 0) << "k " << k << " value " << g[k];
     EXPECT_EQ(bin, expected_ladder_bin(k)) << "k " << k << " value " << g[k];
-    ++counts[bin];
+    ++counts[static_cast<std::size_t>(bin)];
   }
   EXPECT_EQ(max_abs, 1.0f);
   EXPECT_EQ(ones, 1u);
-  // counts from the k % 8 rule: k = 1 .. d-1 with k % 8 == r number ceil((d - r) / 8), less k = 0
-  auto with_residue = [d](std::size_t r) { return (d - r + 7) / 8 - (r == 0 ? 1 : 0); };
+  // counts from the rule: k = 1 .. d-1 with k % m == r number ceil((d - r) / m), less k = 0
+  auto with_residue = [d](std::size_t r, std::size_t m) { return (d - std::min(r, d) + m - 1) / m - (r == 0 ? 1 : 0); };
+  auto r8 = [&](std::size_t r) { return with_residue(r, 8); };
   const std::vector<std::size_t> expected = {
-      with_residue(0) + with_residue(1) + with_residue(2) + with_residue(3), with_residue(4),
-      with_residue(5), with_residue(6), with_residue(7), 1};
+      with_residue(14, 16), r8(0) + r8(1) + r8(2) + r8(3), r8(4), r8(5), with_residue(6, 16), r8(7), 1};
   EXPECT_EQ(counts, expected);
   // random signs: negatives ~ Binomial(d - 1, 1/2), 6 SD
   EXPECT_NEAR(static_cast<double>(negatives), (d - 1) / 2.0, 6 * std::sqrt((d - 1) / 4.0));
@@ -246,9 +248,10 @@ void check_ladder(std::size_t d) {
 
 TEST(FamilyLadder, BinsHoldExactlyTheCountsOfTheRuleAtD1000) {
   check_ladder(1000);
-  // 1000 = 125 * 8: 124 + 3 * 125 in the lowest bin, 125 in each other, and the one 1.0
+  // 1000 = 125 * 8: 124 + 3 * 125 in [2^-12, 2^-11), and 62 (k % 16 = 14: k = 14, 30, .., 990) below 2^-18
   const auto g = make_gradient("pladder", 1000, 17).layers[0].g;
-  EXPECT_EQ(std::count_if(g.begin(), g.end(), [](float x) { return std::abs(x) < 0x1p-11f; }), 499);
+  EXPECT_EQ(std::count_if(g.begin(), g.end(), [](float x) { return std::abs(x) < 0x1p-11f; }), 499 + 62);
+  EXPECT_EQ(std::count_if(g.begin(), g.end(), [](float x) { return std::abs(x) < 0x1p-18f; }), 62);
 }
 
 TEST(FamilyLadder, BinsHoldExactlyTheCountsOfTheRuleAtD8192) { check_ladder(8192); }

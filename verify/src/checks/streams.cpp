@@ -168,7 +168,14 @@ class WindowIndex {
     start_.assign((std::size_t{1} << bits_) + 1, 0);
     for (const Entry& x : e_) ++start_[bucket(x.window) + 1];
     for (std::size_t b = 1; b < start_.size(); ++b) start_[b] += start_[b - 1];
+    // A bitmap of the windows' top fbits_ bits, 8 bits per entry (a few MiB: it stays in cache where the
+    // entries do not), so that most lookups of an absent window touch nothing else.
+    while (fbits_ < 28 && (std::size_t{1} << fbits_) < 8 * e_.size()) ++fbits_;
+    filter_.assign(((std::size_t{1} << fbits_) + 63) / 64, 0);
+    for (const Entry& x : e_) filter_[fslot(x.window) / 64] |= std::uint64_t{1} << (fslot(x.window) % 64);
   }
+  // Whether some entry may have window w (false: none has).
+  bool maybe(std::uint64_t w) const { return (filter_[fslot(w) / 64] >> (fslot(w) % 64)) & 1; }
   // The entries whose window equals w.
   std::pair<const Entry*, const Entry*> equal_range(std::uint64_t w) const {
     const Entry* lo = e_.data() + start_[bucket(w)];
@@ -181,9 +188,11 @@ class WindowIndex {
 
  private:
   std::size_t bucket(std::uint64_t w) const { return bits_ ? static_cast<std::size_t>(w >> (64 - bits_)) : 0; }
+  std::size_t fslot(std::uint64_t w) const { return fbits_ ? static_cast<std::size_t>(w >> (64 - fbits_)) : 0; }
   std::vector<Entry> e_;
   std::vector<std::uint32_t> start_;
-  int bits_ = 0;
+  std::vector<std::uint64_t> filter_;
+  int bits_ = 0, fbits_ = 0;
 };
 
 // The probe gradient on n elements: element 0 is 1 (the scalar), every other +-1/2 (alternating signs).
@@ -277,6 +286,7 @@ ProbeScan probe_and_scan(Ctx& c, const std::vector<float>& g, const Params& para
       ++P.windows;
       for (int flip = 0; flip < 2 && !P.stopped; ++flip) {
         const std::uint64_t key = window_at(A, j) ^ (flip ? ~std::uint64_t{0} : 0);
+        if (!indexed.maybe(key)) continue;
         auto range = indexed.equal_range(key);
         for (const auto* it = range.first; it != range.second; ++it) {
           const std::uint32_t s2 = it->stream, j2 = it->offset;
@@ -316,22 +326,29 @@ ProbeScan probe_and_scan(Ctx& c, const std::vector<float>& g, const Params& para
 constexpr std::size_t kMaxLag = 1024;
 // The lags a set of streams is scanned at: 1 .. the largest (n - 1) / 2, at most kMaxLag (sizes only).
 std::size_t scanned_lags(std::size_t n) { return n >= 3 ? std::min(kMaxLag, (n - 1) / 2) : 0; }
+// The small pass's streams are scanned at every lag that has a pair, 1 .. n - 2 (element 0 left out): a
+// remainder loop of width W reuses the block before at lag W, or restarts the stream at lag n - (n mod W),
+// both above (n - 1) / 2. At lags above (n - 1) / 2 the pairs (k, k + L) are disjoint, so independent too.
+constexpr std::size_t kSmallMaxLag = 4094;
+std::size_t scanned_lags_whole(std::size_t n) { return n >= 3 ? std::min(kSmallMaxLag, n - 2) : 0; }
 struct LagScan {
   std::size_t lag = 0;  // the lag of the largest |z| (0: none scanned)
   double z = 0.0, n = 0.0;  // its standardized sum and its number of terms N_L
   double n_min = 0.0;       // the smallest N_L (at the largest lag)
 };
-// Each stream takes part at the lags L <= (n - 1) / 2 of its own length n.
+// Each stream takes part at the lags L <= lags(n) of its own length n (scanned_lags, or scanned_lags_whole
+// for the small pass).
 // (Built twice, with and without the popcnt instruction, the one the CPU has picked at load time: the
 // portable popcount is a library call, and this loop is most of the collision check at quick.)
-__attribute__((target_clones("popcnt", "default"))) LagScan lag_scan(const std::vector<ProbeStream>& streams) {
+__attribute__((target_clones("popcnt", "default"))) LagScan lag_scan(const std::vector<ProbeStream>& streams,
+                                                                      std::size_t (*lags)(std::size_t) = scanned_lags) {
   LagScan out;
   std::size_t max_lag = 0;
-  for (const auto& ps : streams) max_lag = std::max(max_lag, scanned_lags(ps.n));
+  for (const auto& ps : streams) max_lag = std::max(max_lag, lags(ps.n));
   for (std::size_t L = 1; L <= max_lag; ++L) {
     double ones = 0.0, n = 0.0;
     for (const auto& ps : streams) {
-      if (scanned_lags(ps.n) < L) continue;
+      if (lags(ps.n) < L) continue;
       const std::size_t last = ps.n - 1 - L;  // pairs k = 1 .. last
       std::uint64_t c = 0;
       for (std::size_t w = 0; w * 64 <= last; ++w) {
@@ -350,12 +367,20 @@ __attribute__((target_clones("popcnt", "default"))) LagScan lag_scan(const std::
   return out;
 }
 
-// The small pass: the probe at sizes whose remainders modulo 4, 8, ..., 256 are as large as they get
+// The small pass: the probe at sizes whose remainders modulo 4, 8, ..., 2048 are as large as they get
 // (2^k - 1) and two others, `steps` draws each: a SIMD or per-thread remainder loop that reuses the
-// uniforms of the vector before it (lag = the vector width, in a run shorter than the width) shows in
-// the lag scan there, where a large tensor dilutes it.
-constexpr std::size_t kSmallProbeSizes[] = {3, 7, 15, 31, 63, 100, 127, 255, 511};
-std::string small_pass_name() { return "small (3..511 elements)"; }
+// uniforms of the block before it (lag = the block width, in a run shorter than the width) or restarts
+// the stream (lag = the elements before the remainder) shows in the lag scan there, where a large tensor
+// dilutes it. Scanned at every lag of each size (scanned_lags_whole), so block widths up to 2048.
+constexpr std::size_t kSmallProbeSizes[] = {3, 7, 15, 31, 63, 100, 127, 255, 511, 767, 1023, 2047, 4095};
+std::string small_pass_name() { return "small (3..4095 elements)"; }
+// "2^20+3" for 2^20 + 3 elements (the large pass's sizes), the number otherwise.
+std::string large_label(std::size_t n) {
+  for (int e = 10; e < 40; ++e)
+    if (n > (std::size_t{1} << e) && n - (std::size_t{1} << e) < 16)
+      return strf("2^%d+%zu", e, n - (std::size_t{1} << e));
+  return strf("%zu", n);
+}
 
 struct ProbePass {
   Params params;
@@ -404,10 +429,11 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   bool stopped = false;
   std::string first, pass_names;
   double coin_bound = 0.0, scan_bound = 0.0;
-  // The large pass: the probe on kLargeElements (2^20 + 3) under four keys in the base mode, scanned on its
+  // The large pass: the probe on the profile's large_d elements (2^20 + 3 at quick, 2^22 + 3 at ci and full) under four keys in the base mode, scanned on its
   // own: a stream that repeats inside one large tensor at any lag (a counter that wraps, per-thread chunks
   // that restart it), where every other pass is smaller.
-  const std::vector<float> big = probe_gradient(kLargeElements);
+  const std::vector<float> big = probe_gradient(c.opt.profile.large_d);
+  const std::string big_size = large_label(c.opt.profile.large_d);
   const std::vector<KeyBlock> big_keys = {{{stream_seed, 0, 0, 0}, 2}, {{stream_seed, 1, 0, 0}, 1}, {{stream_seed, 0, 1, 0}, 1}};
   // Under H0 two given places agree (or are complements) on `run` fair bits with probability 2^-run each;
   // over all pairs of places of a pass the chance of any finding is at most 2 (streams * d)^2 2^-run. The
@@ -428,7 +454,7 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   for (std::size_t pi = 0; pi <= passes.size(); ++pi) {
     const bool large = pi == passes.size();
     const ProbePass& pass = large ? passes[0] : passes[pi];
-    const std::string name = large ? pass.name + ", large (2^20+3 elements, 4 keys)" : pass.name;
+    const std::string name = large ? pass.name + ", large (" + big_size + " elements, 4 keys)" : pass.name;
     const std::vector<float>& gp = large ? big : g;
     ProbeScan P = probe_and_scan(c, gp, pass.params, pass.scalar, large ? big_keys : keys, min_run);
     pass_names += (pi ? ", " : "") + name;
@@ -501,9 +527,9 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
     }
     small_coin_bound = 2.0 * std::exp(-2.0 * bits * 0.05 * 0.05);
     small_fraction = bits > 0 ? kept / bits : 0.5;
-    lag_tests += static_cast<double>(scanned_lags(kSmallProbeSizes[std::size(kSmallProbeSizes) - 1]));
+    lag_tests += static_cast<double>(scanned_lags_whole(kSmallProbeSizes[std::size(kSmallProbeSizes) - 1]));
     if (std::fabs(small_fraction - 0.5) <= 0.05) {
-      const LagScan ls = lag_scan(small);
+      const LagScan ls = lag_scan(small, scanned_lags_whole);
       keep_worst(ls, small_pass_name());
     }
   }
@@ -571,9 +597,9 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   r.detail = repeats ? "streams reused: " + first + (repeats > 1 ? strf(" (and %llu more)", static_cast<unsigned long long>(repeats - 1)) : "")
                      : strf("%zu streams of %zu mask bits (%zu keys: steps 0..3 x workers 0..3 x tensors 0..1, steps "
                             "near 2^16, 2^31 and 2^32, workers and tensors up to 2^32-1, seeds differing in the high "
-                            "word) in each of %zu passes, and 4 streams of 2^20+3 mask bits (clip %s), each pass scanned on its own; %llu windows at every "
+                            "word) in each of %zu passes, and 4 streams of %s mask bits (clip %s), each pass scanned on its own; %llu windows at every "
                             "offset; %s; false-fail probability <= %.2g",
-                            streams.size(), d, keys.size(), passes.size(), pass_names.c_str(),
+                            streams.size(), d, keys.size(), passes.size(), big_size.c_str(), pass_names.c_str(),
                             static_cast<unsigned long long>(windows),
                             H ? strf("each of them against steps 0..%u of (worker 0, tensor 0) on %zu elements (a key "
                                      "that reuses that stream up to %u steps later)", H - 1, m, H - 1).c_str()
@@ -605,7 +631,7 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   lag.power = strf("correlation >= %.3g at any lag 1..%zu", lag.detectable, lags);
   lag.detail = small_fair
                    ? strf("keep masks of the probe streams (element 0 left out): for each lag L = 1..%zu of each pass, and "
-                          "1..255 of the %s pass (%u draws of each size), the sum of (2b_k - 1)(2b_{k+L} - 1) over streams "
+                          "1..n - 2 of each size n of the %s pass (%u draws of each size), the sum of (2b_k - 1)(2b_{k+L} - 1) over streams "
                           "and k, independent +-1 terms under H0 (Hoeffding; %.0f lags in all, Bonferroni); the most "
                           "extreme: lag %zu in pass %s (z = %.2f); false-fail probability <= %.2g",
                           lags, small_pass_name().c_str(), c.opt.profile.steps, tests, worst_lag.lag,

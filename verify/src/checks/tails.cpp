@@ -23,6 +23,19 @@ const std::vector<std::size_t>& tail_sizes() {
   return sizes;
 }
 
+namespace {
+struct ClipBoundCase {
+  std::size_t d;
+  double c;
+  double mean;  // the data: mean + uniform in [-1, 1) (a spike of 8 at the middle where mean is 0)
+};
+const std::vector<ClipBoundCase>& clip_bound_cases() {
+  static const std::vector<ClipBoundCase> cases = {
+      {1023, 1.5, 0.0}, {4097, 4.0, 0.0}, {1023, 2.5, 1000.0}, {4097, 2.5, -1000.0}, {65599, 1.5, 1000.0}};
+  return cases;
+}
+}  // namespace
+
 void run_tails(Ctx& c) {
   const std::uint64_t seed = derive_seed(c.opt.seed, KeyPurpose::tails, 0);
   std::vector<ClipMode> modes;
@@ -67,18 +80,69 @@ void run_tails(Ctx& c) {
       }
     }
   }
+  // The clip bound itself, where it is the scalar: float(c sigma) with clipping factors other than the
+  // battery's 2.5 (a codec that ignores c, or reads another option for it), and on tensors whose mean
+  // dwarfs sigma (|mean| / sigma about 1700: a float32 sigma from one pass, E[g^2] - E[g]^2, loses it to
+  // cancellation; the window allows the two-pass and Welford forms, clip_bound_window). Every element
+  // clips on the latter (every keep probability 1; a float32 keep rule may miss one, so only signs are checked).
+  std::uint32_t bound_draws = 0;
+  for (std::size_t ci = 0; ci < clip_bound_cases().size(); ++ci) {
+    const ClipBoundCase& cb = clip_bound_cases()[ci];
+    std::vector<float> g(cb.d);
+    for (std::size_t k = 0; k < cb.d; ++k) {
+      const std::uint64_t w = derive_seed(seed, KeyPurpose::gradient, static_cast<std::uint32_t>(0x40000000u + ci * 1000003u + k));
+      g[k] = static_cast<float>(cb.mean + static_cast<double>(w >> 11) * 0x1p-53 * 2.0 - 1.0);
+    }
+    if (cb.mean == 0.0) g[cb.d / 2] = 8.0f;  // max|g| above c sigma for every c here: the scalar is the bound
+    for (ClipMode m : modes) {
+      if (m == ClipMode::none) continue;
+      Params params;
+      params.clip = m;
+      params.c = cb.c;
+      const StreamKey key{seed, 1, static_cast<std::uint32_t>(ci), 0};
+      Draws dr = c.sampler.draw({g, params, key, 1, std::nullopt});
+      if (dr.d != cb.d || dr.steps != 1 || dr.scalars.size() != 1 || dr.trits.size() != cb.d)
+        throw Error(ErrorCode::invalid_argument, "implementation returned draws of the wrong size");
+      ++draws, ++bound_draws, elements += cb.d;
+      const ClipWindow w = clip_scalar_window(g, params);
+      const float got = dr.scalars[0];
+      if (!w.contains(got)) {
+        if (bad++ == 0)
+          msg = strf("clip %s, c = %g, %zu elements of mean %g: scalar %.9g, the spec's c sigma %.9g (window %.9g .. "
+                     "%.9g)%s",
+                     to_string(m), cb.c, cb.d, cb.mean, static_cast<double>(got), static_cast<double>(w.spec),
+                     static_cast<double>(w.lo), static_cast<double>(w.hi),
+                     cb.mean != 0.0 ? ": a float32 sigma that loses the mean's digits (one pass, E[g^2] - E[g]^2)?"
+                                    : (std::fabs(static_cast<double>(got) / static_cast<double>(w.spec) * cb.c - 2.5) < 1e-3
+                                           ? ": c = 2.5 used instead of c?"
+                                           : ""));
+        continue;
+      }
+      for (std::size_t k = 0; k < cb.d; ++k) {
+        const int t = dr.trits[k];
+        if (t != 0 && t != sign_of(g[k]) && bad++ == 0)
+          msg = strf("clip %s, c = %g, %zu elements of mean %g: element %zu has trit %d, its gradient %.9g", to_string(m),
+                     cb.c, cb.d, cb.mean, k, t, static_cast<double>(g[k]));
+      }
+    }
+  }
   c.progress.add(static_cast<double>(elements), "structure");
   c.rows.push_back(violations_row(
       "structure", "tails", bad, "any element left out of max|g|", msg,
       strf("%llu draws: %zu sizes (1..65599, every remainder mod 16), the unique maximum at the last element, the "
            "first, and negated at the last, in each mode: every scalar the spec's%s, every sign its element's",
            static_cast<unsigned long long>(draws), tail_sizes().size(),
-           modes.size() > 1 || modes[0] != ClipMode::none ? " (under clipping within the window)" : "")));
+           modes.size() > 1 || modes[0] != ClipMode::none ? " (under clipping within the window)" : "") +
+          (bound_draws ? strf("; %u draws where the scalar is the clip bound c sigma: c = 1.5 and 4 with a spike, and "
+                              "mean +-1000 against sigma 0.58 (every element clipped)",
+                              bound_draws)
+                       : std::string())));
 }
 
 std::uint64_t tails_elements() {
   std::uint64_t n = 0;
   for (std::size_t d : tail_sizes()) n += 3 * d;
+  for (const auto& cb : clip_bound_cases()) n += cb.d;  // per clipping mode: an estimate
   return n;
 }
 

@@ -31,8 +31,12 @@ namespace {
 // A bin row is planned only where it can see a total loss of the bin's rarer outcome: the Bernstein
 // threshold plus the power margin, at a fixed alpha = 1e-12 and beta = 1e-3 (so the plan does not
 // depend on the number of decisions), must not exceed R = n sum_bin min(p, 1-p).
-bool bin_planned(double R, double V) {
-  return R > 0.0 && bernstein_threshold(V, 1.0, 1e-12) + bernstein_one_sided(V, 1.0, 1e-3) <= R;
+// The bin below 2^-12 is also planned where the excess of a keep floor at 2^-16 (16-bit uniforms: every
+// p < 2^-16 kept at 2^-16), F = n sum_bin max(0, 2^-16 - p), would be detectable so: there the error of a
+// short uniform is an excess of keeps, not a loss of them.
+bool bin_planned(double R, double V, double F = 0.0) {
+  const double need = bernstein_threshold(V, 1.0, 1e-12) + bernstein_one_sided(V, 1.0, 1e-3);
+  return R > 0.0 && (need <= R || need <= F);
 }
 
 // Bin of a keep probability; -1 for p = 0 or p = 1 (no randomness).
@@ -66,6 +70,7 @@ struct Spec {
   double pool_V = 0.0, var_V = 0.0;
   std::array<double, 9> bin_weight{};  // sum min(p, 1-p) per bin
   std::array<double, 9> bin_var{};     // sum p(1-p) per bin
+  double floor_excess = 0.0;           // sum over p < 2^-16 of 2^-16 - p (bin_planned)
   bool own_scalar = true;
 };
 
@@ -130,6 +135,7 @@ Spec make_spec(const JobSpec& job) {
       sp.bin[l.off + k] = b;
       if (b >= 0) sp.bin_weight[static_cast<std::size_t>(b)] += std::min(p, 1 - p);
       if (b >= 0) sp.bin_var[static_cast<std::size_t>(b)] += p * (1 - p);
+      if (p > 0.0 && p < 0x1p-16) sp.floor_excess += 0x1p-16 - p;
     }
   }
   return sp;
@@ -228,7 +234,7 @@ std::vector<std::string> plan_job(const JobSpec& job) {
   if (job.p_bins && job.unbiased)
     for (const char* row : {"unbiased-by-p", "unbiased-drift-by-p"})
       for (std::size_t b = 0; b < sp.bin_weight.size(); ++b)
-        if (bin_planned(job.steps * sp.bin_weight[b], job.steps * sp.bin_var[b]))
+        if (bin_planned(job.steps * sp.bin_weight[b], job.steps * sp.bin_var[b], b == 0 ? job.steps * sp.floor_excess : 0.0))
           ids.push_back(row_id(prefix(job, row), fam, p_bin_label(b)));
   if (random_under_h0(sp.var_V) && job.variance) ids.push_back(row_id(prefix(job, "variance"), fam));
   if (job.independence && random) {
@@ -505,7 +511,7 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
       if (sp.bin[e] >= 0) rarer[static_cast<std::size_t>(sp.bin[e])] += n * std::min(phat[e], 1.0 - phat[e]);
     for (Pooled what : {Pooled::bias, Pooled::drift})
       for (std::size_t b = 0; b < sp.bin_weight.size(); ++b) {
-        if (!bin_planned(n * sp.bin_weight[b], n * sp.bin_var[b])) continue;
+        if (!bin_planned(n * sp.bin_weight[b], n * sp.bin_var[b], b == 0 ? n * sp.floor_excess : 0.0)) continue;
         const bool drift = what == Pooled::drift;
         const double S = drift ? bin_D[b] : bin_S[b], R = rarer[b];
         Row r = stat_row(c, prefix(job, drift ? "unbiased-drift-by-p" : "unbiased-by-p"), fam, p_bin_label(b));

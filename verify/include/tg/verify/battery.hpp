@@ -28,6 +28,7 @@ struct Profile {
   std::uint32_t agg_workers = 0;   // workers of the aggregate check
   std::uint32_t agg_steps = 0;     // draws of the aggregate check
   std::size_t cross_d = 0;         // elements per family in the cross-implementation check
+  std::size_t large_d = (std::size_t{1} << 20) + 3;  // the large job's tensor and the collision check's large probe
   double alpha_total = 1e-6;
   double beta = 1e-3;
 };
@@ -109,14 +110,15 @@ Result run_battery(Sampler& sampler, const Options& options);
 /// (c * sigma with sigma in double, reduce.hpp) is correct (sigma in float32 differs in the last
 /// bits); further away, the structure check fails and says by how many ulps.
 inline constexpr std::uint32_t kClipBoundUlps = 16;
-/// The large job's tensor (family label `large`: gaussian) and the collision check's large probe: bugs
-/// that begin above a size, where every family is smaller.
+/// The large job's tensor (family label `large`: gaussian) and the collision check's large probe at quick
+/// (Profile::large_d; 2^22 + 3 at ci and full): bugs that begin above a size, where every family is smaller.
 inline constexpr std::size_t kLargeElements = (std::size_t{1} << 20) + 3;
 /// The collision check's finding threshold in mask bits (a run that appears twice): the smallest run >= 72
 /// for which `pairs` (2 x the sum over its passes of places^2, places = streams x elements) x 2^-run, the
 /// chance of any finding under H0, stays within alpha / 2, half the row's share.
 std::size_t collision_run(double pairs, double alpha);
-/// The large job's draws: the profile's draws / 32, at least 8 (quick 8, ci 32, full 128).
+/// The large job's draws: the profile's draws / 32 on 2^20 + 3 elements, fewer in proportion on a larger
+/// large_d, at least 8 (quick 8 on 2^20 + 3, ci 8 and full 32 on 2^22 + 3).
 std::uint32_t large_steps(const Profile& p);
 /// Where a correct float32 codec's clip bound (or scalar) may lie for one tensor. The spec's value, and
 /// [lo, hi]: lo is kClipBoundUlps below the spec's; hi is kClipBoundUlps above the larger of the spec's

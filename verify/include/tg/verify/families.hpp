@@ -43,12 +43,15 @@
 //   tiny        g_k = float(1e-30 * N())
 //   huge        g_k = float(1e30 * N())
 //   pladder     g_0 = 1.0 exactly (so s = max|g| = 1 and the keep probability is p_k = |g_k|), no
-//               draws; for k = 1 .. d-1 the bin [lo, hi) is chosen by k % 8:
+//               draws; for k = 1 .. d-1 the bin [lo, hi) is chosen by k % 8, and where k % 8 is 6
+//               by k % 16:
 //                 0, 1, 2, 3 -> [2^-12, 2^-11)    4 -> [2^-11, 2^-10)    5 -> [2^-10, 2^-6)
-//                 6 -> [2^-6, 2^-1)               7 -> [2^-1, 1)
+//                 6 (k % 16 = 6) -> [2^-6, 2^-1)  6 (k % 16 = 14) -> [2^-22, 2^-18)    7 -> [2^-1, 1)
 //               m = float(lo * (hi / lo) ** U()) clamped to [lo, the largest float below hi];
 //               then negative = U() < 0.5 and g_k = negative ? -m : m. Half the elements sit at
-//               p < 2^-11 so that bias at the smallest keep probabilities has enough keeps to test.
+//               p < 2^-11 so that bias at the smallest keep probabilities has enough keeps to test;
+//               a sixteenth at p < 2^-18, where a keep rule with short uniforms keeps too often
+//               (16-bit uniforms keep every p < 2^-16 at 2^-16).
 //   multilayer  four tensors "layer0".."layer3" of sizes d/2, d/4, d/8, d - d/2 - d/4 - d/8 with
 //               scales 1, 1e-2, 1e-4, 1e2: float(scale * N()), tensors in order from the same
 //               stream; a tensor of size 0 is left out (no draws)
