@@ -1707,6 +1707,65 @@ TEST(Calibrate, EveryStatRowIsCalibratedOnACorrectCodec) {
   EXPECT_EQ(doc["rows"].size(), cal.rows.size());
 }
 
+// The bin p < 2^-12 where a 16-bit uniform's floor plans it: a handful of expected keeps (R about 5.4 at ci's
+// pladder), so its standardized statistic is far from normal; its variance is exact, so its SD over seeds is 1,
+// and Bernstein keeps its false-fail rate below its alpha. Checked here in the same regime as ci's pladder
+// (R about 5.4, F about 59: half of 65,536 elements in [2^-22, 2^-18), 128 draws) over 300 seeds, since the
+// quick calibration never plans the bin.
+TEST(Calibrate, TheBinBelow2To12IsCalibratedWhereItIsPlanned) {
+  auto opt = make_sampler("optimized", {});
+  SampleCheckOptions so;
+  so.independence = false;
+  so.alpha_total = 0.05;
+  std::vector<double> zb, zd;
+  std::size_t fails = 0, planned_runs = 0;
+  double alpha = 0.0;
+  const std::uint32_t seeds = 300;
+  for (std::uint32_t seed = 1; seed <= seeds; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    std::vector<float> g(65536);
+    g[0] = 1.0f;
+    for (std::size_t k = 1; k < g.size(); ++k) {
+      const double lo = k % 2 ? 0x1p-22 : 0x1p-12, hi = k % 2 ? 0x1p-18 : 0x1p-11;
+      const float m = static_cast<float>(lo * std::pow(hi / lo, u(rng)));
+      g[k] = u(rng) < 0.5 ? -m : m;
+    }
+    const Draws a = opt->draw({g, so.params, {seed, 0, 0, 0}, 128, std::nullopt});
+    TensorSamples t{g, a.trits, a.scalars, std::nullopt, a.defect};
+    const Result r = check_samples({&t, 1}, so);
+    bool planned = false;
+    for (const auto& w : r.rows) {
+      if (w.id == "unbiased-by-p/samples/p<2^-12") zb.push_back(w.z), planned = true, fails += !w.pass, alpha = w.alpha;
+      if (w.id == "unbiased-drift-by-p/samples/p<2^-12") zd.push_back(w.z), fails += !w.pass;
+    }
+    planned_runs += planned;
+  }
+  ASSERT_EQ(planned_runs, seeds);
+  ASSERT_EQ(zb.size(), seeds);
+  ASSERT_EQ(zd.size(), seeds);
+  for (const auto* z : {&zb, &zd}) {
+    double m = 0, q = 0;
+    for (double x : *z) m += x;
+    m /= static_cast<double>(z->size());
+    for (double x : *z) q += (x - m) * (x - m);
+    const double n1 = static_cast<double>(z->size() - 1), sd = std::sqrt(q / n1);
+    // not significantly above 1 (upper 0.1% of the chi-squared), nor its mean away from 0 (4 standard errors)
+    EXPECT_LE(n1 * sd * sd, chi_squared_quantile(n1, 0.999)) << "SD " << sd;
+    EXPECT_LE(std::fabs(m), 4.0 / std::sqrt(n1 + 1)) << "mean " << m;
+    std::printf("bin p < 2^-12 over %u seeds: mean z %+.3f, SD z %.3f\n", seeds, m, sd);
+  }
+  // Each of the two rows fails with probability at most its share alpha per run: over the 600 row-runs the
+  // count is at most Binomial(600, alpha) in the upper tail; it must stay below that law's 1e-6 upper quantile
+  // (a Poisson tail of mean 600 alpha bounds it above).
+  ASSERT_GT(alpha, 0.0);
+  const double mu = 2.0 * seeds * alpha;
+  std::size_t k = 0;
+  for (double tail = 1.0, term = std::exp(-mu); tail >= 1e-6; ++k) tail -= term, term *= mu / static_cast<double>(k + 1);
+  EXPECT_LT(fails, k) << "alpha " << alpha;
+  std::printf("bin p < 2^-12: %zu of %u row-runs failed at alpha %.3g each (bound %zu)\n", fails, 2 * seeds, alpha, k);
+}
+
 TEST(Calibrate, AWrongCodecIsNotCalibrated) {
   // Calibration runs a codec assumed correct: on a wrong one, rows fail far more often than their alpha.
   CalibrateOptions co;
