@@ -278,6 +278,15 @@ void strict_numbers(CLI::App& app);
 // place where exceptions end.
 int guarded(const char* command, const std::function<int()>& fn);
 
+// Reports of an earlier run must not outlive a run that ends in an error: a pipeline that reads --json
+// after a failed run would take the old result for this one's. The report options a command was given
+// (--json, --junit, --csv, --output; not --checkpoint, not a folder) are noted once it is parsed;
+// retire_reports() removes the regular files at those paths (a symbolic link's target, which the
+// writer would have replaced) when the command ends with exit 2 or is interrupted. FIFOs, devices and
+// stdout ("-") are left alone. Each removal is said on stderr.
+void note_reports(const CLI::App& sub);
+void retire_reports(const char* command);
+
 // Registers the commands made by `make` at static initialisation; `order` sorts them in --help.
 struct RegisterCommands {
   RegisterCommands(int order, std::function<std::vector<Command>()> make);

@@ -170,7 +170,13 @@ int main(int argc, char** argv) {
   }
   // Every subcommand runs inside the one exception guard: one line on stderr and exit 2.
   for (auto& c : commands)
-    if (c.selected()) return tg::app::guarded(c.sub->get_name().c_str(), [&] { return c.run(); });
+    if (c.selected()) {
+      const std::string name = c.sub->get_name();
+      tg::app::note_reports(*c.sub);
+      const int rc = tg::app::guarded(name.c_str(), [&] { return c.run(); });
+      if (rc == 2) tg::app::retire_reports(name.c_str());
+      return rc;
+    }
   std::fprintf(stderr, "terngrad: a subcommand is required (see terngrad --help)\n");
   return 2;
 }

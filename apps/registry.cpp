@@ -24,6 +24,37 @@ std::string one_line(const char* what) {
 }
 }  // namespace
 
+namespace {
+std::vector<std::string>& noted_reports() {
+  static std::vector<std::string> paths;
+  return paths;
+}
+}  // namespace
+
+void note_reports(const CLI::App& sub) {
+  for (const char* name : {"--json", "--junit", "--csv", "--output"}) {
+    const CLI::Option* o = sub.get_option_no_throw(name);
+    if (!o || o->count() == 0) continue;
+    const std::string path = o->as<std::string>();
+    if (!path.empty() && path != "-") noted_reports().push_back(path);
+  }
+}
+
+void retire_reports(const char* command) {
+  for (const std::string& path : noted_reports()) {
+    if (tg::output_detail::is_proc_fd(path)) continue;
+    std::error_code ec;
+    const std::filesystem::path target = std::filesystem::canonical(path, ec);  // a link's target
+    if (ec) continue;                                                               // nothing there
+    struct stat st {};
+    if (::stat(target.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;  // FIFOs and devices stay
+    if (std::filesystem::remove(target, ec) && !ec)
+      std::fprintf(stderr, "terngrad %s: removed %s, a report of an earlier run (this run ended in an error and wrote none)\n",
+                   command, path.c_str());
+  }
+  noted_reports().clear();
+}
+
 int guarded(const char* command, const std::function<int()>& fn) {
   try {
     return fn();

@@ -142,6 +142,41 @@ function(expect_run)
   tally_case("\n  stdout: ${head}\n  stderr: ${err}" "")
 endfunction()
 
+# expect_stale_removed(<substring of the error> <args>... REPORTS <path>...): a report at each path, left by an
+# earlier run, must be gone after a run that ends in an error (exit 2), and stderr must say so, so that a
+# pipeline reading the report cannot take the old result for this run's. A symbolic link's target goes.
+function(expect_stale_removed needle)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "REPORTS")
+  set(args ${arg_UNPARSED_ARGUMENTS})
+  foreach(path IN LISTS arg_REPORTS)
+    file(WRITE "${path}" "a report of an earlier run\n")
+  endforeach()
+  execute_process(COMMAND "${TERNGRAD}" ${args} WORKING_DIRECTORY "${scratch}"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+  string(REPLACE ";" " " shown "${args}")
+  set(problems "")
+  if(NOT rc STREQUAL "2")
+    string(APPEND problems " exit code '${rc}' (want 2);")
+  endif()
+  string(FIND "${err}" "${needle}" at)
+  if(at EQUAL -1)
+    string(APPEND problems " stderr does not name '${needle}';")
+  endif()
+  foreach(path IN LISTS arg_REPORTS)
+    if(EXISTS "${path}")
+      string(APPEND problems " the earlier report ${path} is still there;")
+      file(REMOVE "${path}")
+    else()
+      get_filename_component(name "${path}" NAME)
+      string(FIND "${err}" "removed" said)
+      if(said EQUAL -1)
+        string(APPEND problems " stderr does not say that ${name} was removed;")
+      endif()
+    endif()
+  endforeach()
+  tally_case("\n  stderr: ${err}" "  (earlier reports removed)")
+endfunction()
+
 # Subcommands this build has, from the top-level help.
 execute_process(COMMAND "${TERNGRAD}" --help OUTPUT_VARIABLE help RESULT_VARIABLE help_rc TIMEOUT 30)
 if(NOT help_rc EQUAL 0)
@@ -209,6 +244,15 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("--json excludes --list-mutants" verify --list-mutants --json "${scratch}/m.json" ABSENT "${scratch}/m.json")
     expect_usage_error("--verbose requires --self-test" verify --verbose --profile quick)
     expect_usage_error("--supports" verify --samples "${scratch}/g.npy" "${scratch}/v.npy" --supports clip)
+    # a run that ends in an error leaves no report of an earlier run at its paths (the program fails mid-run;
+    # the implementation is unavailable; a link's target)
+    expect_stale_removed("external codec exited with status 1" verify --profile quick --no-progress --impl exec:false
+                         --json "${scratch}/old.json" --junit "${scratch}/old.xml"
+                         REPORTS "${scratch}/old.json" "${scratch}/old.xml")
+    file(CREATE_LINK "${scratch}/target.json" "${scratch}/link.json" SYMBOLIC)
+    expect_stale_removed("external codec exited with status 1" verify --profile quick --no-progress --impl exec:false
+                         --json "${scratch}/link.json" REPORTS "${scratch}/target.json")
+    file(REMOVE "${scratch}/link.json")
     # --json -: the JSON on stdout instead of the table, no file named "-"
     expect_run(RC 0 ARGS verify --profile quick --no-progress --skip streams,collision,cross,aggregate,independence --json -
                CONTAINS "\"runs\"" LACKS "verdict" ABSENT "${scratch}/-")
@@ -223,6 +267,8 @@ foreach(sub IN LISTS subcommands)
                CONTAINS "IDENTICAL (100 cases")
     expect_usage_error("--clip: 'bogus' not in" compare reference optimized --clip none,bogus)
     expect_usage_error("--elements excludes --d" compare reference optimized --d 10 --elements 20)
+    expect_stale_removed("external codec exited with status 1" compare reference exec:false --elements 64 --draws 1
+                         --no-progress --json "${scratch}/old.json" REPORTS "${scratch}/old.json")
     expect_run(RC 0 ARGS compare reference optimized --elements 64 --draws 1 --no-progress --json -
                CONTAINS "\"cases\"" ABSENT "${scratch}/-")
   elseif(sub STREQUAL "converge")
@@ -232,6 +278,9 @@ foreach(sub IN LISTS subcommands)
     # --json is checked with --out, before the runs (was: curves.csv and summary.json written, then the error)
     expect_usage_error("--json ${scratch} is a folder" converge --steps 2 --seeds 1 --no-progress --out "${scratch}/cdir"
                        --json "${scratch}" ABSENT "${scratch}/cdir")
+    expect_stale_removed("--assumption3 needs --seeds >= 4" converge --assumption3 --seeds 2 --out "${scratch}/a3dir"
+                         --json "${scratch}/old.json" REPORTS "${scratch}/old.json")
+    file(REMOVE_RECURSE "${scratch}/a3dir")
     expect_usage_error("--assumption3 needs --seeds >= 4" converge --assumption3 --seeds 2 --out "${scratch}/a3dir"
                        ABSENT "${scratch}/a3dir")
     expect_usage_error("would pass 2^64 - 1" converge --seed 18446744073709551615 --seeds 2 --steps 2 --out "${scratch}/sdir"
@@ -339,6 +388,8 @@ if(NOT has_calibrate EQUAL -1)
   expect_usage_error("--alpha: must be a number in [1e-12, 0.5], got 1e-400" calibrate --alpha 1e-400)
   expect_usage_error("--alpha: must be a number in [1e-12, 0.5], got 1e400" calibrate --alpha 1e400)
   expect_usage_error("--seeds: must be a whole number in [2, 1000000], got '1e3'" calibrate --seeds 1e3)
+  expect_stale_removed("external codec exited with status 1" calibrate --impl exec:false --seeds 2 --no-progress
+                       --json "${scratch}/old.json" --output "${scratch}/old.txt" REPORTS "${scratch}/old.json" "${scratch}/old.txt")
 endif()
 
 file(REMOVE_RECURSE "${scratch}")

@@ -301,27 +301,49 @@ def _verify(a, verify):
     return 0 if result.passed else 1
 
 
+def _retire_reports(command, a):
+    """A run that ends in an error or is interrupted leaves no report of an earlier run at its --json/--junit
+    paths (a pipeline reading them would take the old result for this run's), as `terngrad verify` does:
+    regular files only (a symbolic link's target, which the writer would have replaced); each removal is said."""
+    for path in (getattr(a, "json", None), getattr(a, "junit", None)):
+        if not path or path == "-" or path.startswith(("/proc/", "/dev/")):
+            continue
+        target = os.path.realpath(path)
+        if not os.path.isfile(target):
+            continue
+        try:
+            os.remove(target)
+        except OSError:
+            continue
+        print(f"{command}: removed {path}, a report of an earlier run (this run ended in an error and wrote none)",
+              file=sys.stderr)
+
+
 def main(argv=None):
     from . import verify
 
     argv = sys.argv[1:] if argv is None else list(argv)
     command = f"{PROG} verify" if argv[:1] == ["verify"] else PROG
     parser = build_parser(verify)
+    a = None
     try:
         a = parser.parse_args(argv)
         if a.command is None:
             parser.print_help()
             return 2
-        return _verify(a, verify)
+        rc = _verify(a, verify)
     except UsageError as e:
         print(f"{command}: error: {e}", file=sys.stderr)
-        return 2
+        rc = 2
     except verify.Unavailable as e:
         print(f"{command}: error: {e}", file=sys.stderr)
-        return 2
+        rc = 2
     except (ValueError, TypeError, OSError) as e:  # input errors (terngrad.CodecError is a ValueError), unwritable outputs
         print(f"{command}: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-        return 2
+        rc = 2
     except KeyboardInterrupt as e:  # includes terngrad.verify.Interrupted (SIGINT/SIGTERM during an exec: run)
         print(f"{command}: interrupted{': ' + str(e) if str(e) else ''}; no report written", file=sys.stderr)
-        return 130
+        rc = 130
+    if rc in (2, 130) and a is not None:
+        _retire_reports(command, a)
+    return rc

@@ -117,6 +117,22 @@ def test_verify_bad_paths_are_one_line_and_leave_nothing(tmp_path):
     refused("verify", "--samples", str(g), str(tmp_path), message="not a regular file")
 
 
+def test_a_run_ending_in_an_error_leaves_no_earlier_report(tmp_path):
+    # a pipeline that reads --json after a failed run must not find the previous run's PASS there
+    old_json, old_xml, target = tmp_path / "r.json", tmp_path / "r.xml", tmp_path / "target.json"
+    for p in (old_json, old_xml, target):
+        p.write_text("a report of an earlier run\n")
+    (tmp_path / "link.json").symlink_to(target)
+    r = cli("verify", "--profile", "quick", "--no-progress", "--impl", "exec:false", "--json", str(old_json),
+            "--junit", str(old_xml), cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert "external codec exited with status 1" in r.stderr and r.stderr.count("removed ") == 2, r.stderr
+    assert not old_json.exists() and not old_xml.exists()
+    r = cli("verify", "--impl", "fastest", "--json", "link.json", cwd=tmp_path)  # refused after parsing
+    assert r.returncode == 2 and "unknown --impl 'fastest'" in r.stderr and "removed link.json" in r.stderr, r.stderr
+    assert not target.exists() and (tmp_path / "link.json").is_symlink()
+
+
 def test_verify_json_dash_is_stdout(tmp_path):
     r = cli("verify", "--profile", "quick", "--no-progress", "--skip", "streams,collision,cross,aggregate,independence",
             "--json", "-", cwd=tmp_path)

@@ -48,6 +48,15 @@ with tempfile.TemporaryDirectory() as tmp:
     # Checked under the wrong clipping rule, the scalar is not the spec's: an exact failure.
     rc, out, _ = run("--samples", tmp / "g.npy", tmp / "good.npy")
     expect(rc == 1 and "structure" in out and "FAIL" in out, f"wrong rule: exit {rc}\n{out}")
+    # ... and the failure says what the scalar suggests: clipped draws checked without --clip, another c,
+    # unclipped draws checked with --clip
+    expect("were these draws clipped (--clip clip or saturate, --c 2.5)?" in out, f"hint, no --clip:\n{out}")
+    rc, out, _ = run("--samples", tmp / "g.npy", tmp / "good.npy", "--clip", "clip", "--c", "3")
+    expect(rc == 1 and "the scalar is 2.5 sigma, not c = 3 sigma: was c = 2.5 used?" in out, f"hint, --c 3:\n{out}")
+    np.save(tmp / "unclipped.npy", nc.ternarize(g.ravel(), 7, 0, 0, 0, 16, "none", 2.5))
+    rc, out, _ = run("--samples", tmp / "g.npy", tmp / "unclipped.npy", "--clip", "saturate")
+    expect(rc == 1 and "the scalar is max|g|, as without clipping: were these draws made with clipping none?" in out,
+           f"hint, unclipped draws under --clip:\n{out}")
 
     # Deterministic rounding (keep iff p > 1/2): biased, fails the per-coordinate test.
     flat = g.ravel()

@@ -248,6 +248,29 @@ std::vector<std::string> plan_job(const JobSpec& job) {
 namespace {
 
 // What the implementation reports, set from its first draw of each layer.
+// What a wrong scalar of a tensor with its own scalar most often means, said with the scalar's mismatch: the
+// draws were made under another clipping rule than the one checked (a codec that ignores --c, or saved draws
+// checked without --clip). Empty when the scalar says nothing of the kind.
+std::string clipping_hint(std::span<const float> g, float scalar, float max_abs, const Params& params, bool own_scalar) {
+  if (!own_scalar || !std::isfinite(scalar) || scalar <= 0.0f || g.empty()) return {};
+  if (scalar == max_abs && params.clip != ClipMode::none)
+    return "; the scalar is max|g|, as without clipping: were these draws made with clipping none?";
+  if (scalar >= max_abs) return {};
+  double mean = 0.0, var = 0.0;
+  for (float x : g) mean += x;
+  mean /= static_cast<double>(g.size());
+  for (float x : g) var += (x - mean) * (x - mean);
+  const double sigma = std::sqrt(var / static_cast<double>(g.size()));
+  if (!(sigma > 0.0)) return {};
+  const double c = static_cast<double>(scalar) / sigma;
+  if (params.clip == ClipMode::none)
+    return strf("; the scalar is below max|g| %.9g and is %.4g sigma: were these draws clipped (--clip clip or saturate, "
+                "--c %.3g)?", static_cast<double>(max_abs), c, c);
+  if (std::fabs(c - params.c) > 1e-3 * params.c)
+    return strf("; the scalar is %.4g sigma, not c = %.4g sigma: was c = %.3g used?", c, params.c, c);
+  return {};
+}
+
 struct Observed {
   float scalar = 0.0f;
   bool set = false;
@@ -924,13 +947,14 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
       continue;
     }
     std::string dist = std::isfinite(o.scalar) ? strf("%llu float32 ulps away", static_cast<unsigned long long>(o.ulps)) : "not finite";
-    const std::string m = strf("%s: scalar %.9g, spec %.9g (%s; %s)", l.layer->name.c_str(), static_cast<double>(o.scalar),
+    const std::string hint = clipping_hint(l.layer->g, o.scalar, l.max_abs, job.params, sp.own_scalar);
+    const std::string m = strf("%s: scalar %.9g, spec %.9g (%s; %s)%s", l.layer->name.c_str(), static_cast<double>(o.scalar),
                                static_cast<double>(l.rule.scalar), dist.c_str(),
                                job.params.clip != ClipMode::none && sp.own_scalar
                                    ? strf("a float32 sigma's scalar lies in [%.9g, %.9g]: %u ulps, more on nearly constant "
                                           "tensors, at most max|g|", static_cast<double>(l.window.lo),
                                           static_cast<double>(l.window.hi), kClipBoundUlps).c_str()
-                                   : "must be equal");
+                                   : "must be equal", hint.c_str());
     // A wrong scalar is named first: the element findings before it (signs, values judged against the
     // spec's cap) follow from it.
     if (st.structure_bad++ == 0)
