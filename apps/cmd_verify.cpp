@@ -214,11 +214,18 @@ int run_samples(const VerifyOptions& o) {
     const bool flat = v.shape.size() == 2 && v.shape[1] == g.data.size();
     const bool same = v.shape.size() == g.shape.size() + 1 && std::equal(g.shape.begin(), g.shape.end(), v.shape.begin() + 1);
     if (!flat && !same) {
-      std::string gs;
-      for (std::size_t k = 0; k < g.shape.size(); ++k) gs += (k ? ", " : "") + std::to_string(g.shape[k]);
-      throw Error(ErrorCode::invalid_argument, vp + ": shape must be (draws, " + std::to_string(g.data.size()) +
-                                                   ") or (draws, " + gs + ") for the gradient " + gp + " of shape (" +
-                                                   gs + (g.shape.size() == 1 ? ",)" : ")"));
+      auto join = [](const std::vector<std::uint64_t>& sh, std::size_t from) {
+        std::string t;
+        for (std::size_t k = from; k < sh.size(); ++k) t += (k > from ? ", " : "") + std::to_string(sh[k]);
+        return t;
+      };
+      const std::string gs = join(g.shape, 0);
+      const std::string want = g.shape.size() == 1 ? "(draws, " + gs + ")"
+                                                   : "(draws, " + std::to_string(g.data.size()) + ") or (draws, " + gs + ")";
+      throw Error(ErrorCode::invalid_argument,
+                  vp + ": shape must be " + want + " for the gradient " + gp + " of shape (" + gs +
+                      (g.shape.size() == 1 ? ",)" : ")") + ", got (" + join(v.shape, 0) + (v.shape.size() == 1 ? ",)" : ")") +
+                      " (row j is the decoded gradient of draw j; pair each gradient with its own draws: --samples G1 V1 --samples G2 V2)");
     }
     if (v.shape[0] > std::numeric_limits<std::uint32_t>::max())
       throw Error(ErrorCode::invalid_argument, vp + ": too many draws");
