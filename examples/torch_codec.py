@@ -7,7 +7,7 @@ function for the battery (terngrad.verify.run, terngrad.testing.assert_terngrad;
 where g' is g clamped at the clip bound c sigma (clip: then s = max|g'|, as GRACE's TernGrad does;
 saturate: s = min(max|g|, c sigma), the original TensorFlow code) or g itself (none). sigma is the
 population standard deviation computed in float32 by torch, the way a PyTorch codec computes it: the
-battery accepts a clip bound within 16 float32 ulps of its double-precision one (docs/statistics.md). The
+battery accepts a clip bound within clip_bound_ulps(d) float32 ulps of its double-precision one (docs/statistics.md). The
 deviations are divided by their largest magnitude before squaring, so that sigma neither underflows
 (|g| ~ 1e-30) nor overflows (|g| ~ 1e30); `naive_sigma=True` squares them as they are (GRACE's code), and
 the battery then fails the tiny and huge families, as it should.

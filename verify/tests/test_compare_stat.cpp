@@ -82,7 +82,7 @@ TEST(CompareStat, FindsWrongKeepProbabilitiesAndScalars) {
   EXPECT_TRUE(named) << tv::format_stat_compare(l2);
 }
 
-// A clip sigma computed in float32 moves the scalar by a few ulps: within kClipBoundUlps it is the same
+// A clip sigma computed in float32 moves the scalar by a few ulps: within clip_bound_ulps(d) it is the same
 // distribution; the table reports the scalars it compared.
 TEST(CompareStat, Float32SigmaIsTheSameDistribution) {
   auto sa = tv::make_sampler("reference", {});

@@ -48,6 +48,14 @@ float ulps_up(float x, std::uint32_t n) {
 }
 }  // namespace
 
+std::uint32_t float32_sum_roundings(std::size_t d) {
+  const double dd = static_cast<double>(std::max<std::size_t>(d, 1));
+  return static_cast<std::uint32_t>(std::ceil(std::log2(dd))) +
+         static_cast<std::uint32_t>(std::min<std::size_t>(d, kFloat32RunMax)) + 2u;
+}
+
+std::uint32_t clip_bound_ulps(std::size_t d) { return (float32_sum_roundings(d) + 10u + 1u) / 2u + 1u; }
+
 ClipWindow clip_bound_window(std::span<const float> g, const Params& params) {
   ClipWindow w;
   const Codec& ref = reference_codec();
@@ -56,29 +64,29 @@ ClipWindow clip_bound_window(std::span<const float> g, const Params& params) {
     w.lo = w.hi = w.spec;
     return w;
   }
+  w.ulps = clip_bound_ulps(g.size());
   double abs_sum = 0.0;
   for (float x : g) abs_sum += std::fabs(static_cast<double>(x));
   const double d = static_cast<double>(g.size());
-  const double delta = (std::ceil(std::log2(std::max(d, 1.0))) + 2.0) * 0x1p-24 * (abs_sum / d);
+  // The float32 mean's error bound: h(d) roundings of the sum, one of the division.
+  const double mean_err = (static_cast<double>(float32_sum_roundings(g.size())) + 1.0) * 0x1p-24;
+  const double delta = mean_err * (abs_sum / d);
   const Moments mo = ref.moments(g);
   const double sigma = mo.sigma;
   const float wide = static_cast<float>(params.c * std::sqrt(sigma * sigma + delta * delta));
-  w.lo = ulps_down(w.spec, kClipBoundUlps);
-  w.hi = std::max(ulps_up(w.spec, kClipBoundUlps), ulps_up(wide, kClipBoundUlps));
+  w.lo = ulps_down(w.spec, w.ulps);
+  w.hi = std::max(ulps_up(w.spec, w.ulps), ulps_up(wide, w.ulps));
   // A float32 sigma that updates a running mean (Welford, and Chan's merges of partial results: GPU
   // frameworks' var/std) carries the mean's rounding into every deviation to first order, both ways: its
-  // relative error is bounded by about (ceil(log2 d) + 2) 2^-24 |mean| / sigma (Chan, Golub and LeVeque 1983,
-  // for the pairwise form). Below |mean| = sigma that is under one ulp; where the mean dwarfs sigma it widens
-  // the window on both sides.
+  // relative error is bounded by about mean_err |mean| / sigma (Chan, Golub and LeVeque 1983). Where
+  // |mean| is below sigma that is about one ulp; where the mean dwarfs sigma it widens the window on both sides.
   if (sigma > 0.0) {
-    const double r = (std::ceil(std::log2(std::max(d, 1.0))) + 2.0) * 0x1p-24 * std::fabs(mo.mean) / sigma;
+    const double r = mean_err * std::fabs(mo.mean) / sigma;
     const double spec = static_cast<double>(w.spec);
     w.lo = std::min(w.lo, ulps_down(static_cast<float>(spec * std::max(0.0, 1.0 - r)), 1));
     w.hi = std::max(w.hi, ulps_up(static_cast<float>(spec * (1.0 + r)), 1));
   }
-  // (delta below 2^-12 sigma moves c sigma by less than 2^-25 relative: at most the one ulp of rounding
-  // the same quantity to float; wide means the mean's rounding adds more than the 16 ulps themselves)
-  w.wide = ulp_distance(w.hi, w.spec) > 2 * kClipBoundUlps || ulp_distance(w.lo, w.spec) > 2 * kClipBoundUlps;
+  w.wide = ulp_distance(w.hi, w.spec) > 2 * w.ulps || ulp_distance(w.lo, w.spec) > 2 * w.ulps;
   return w;
 }
 
@@ -92,9 +100,10 @@ ClipWindow clip_scalar_window(std::span<const float> g, const Params& params) {
   }
   const float max_abs = ref.max_abs(g, 0);
   const ClipWindow b = clip_bound_window(g, params);
-  w.lo = std::min(ulps_down(w.spec, kClipBoundUlps), b.lo);
-  w.hi = std::min(max_abs, std::max(ulps_up(w.spec, kClipBoundUlps), b.hi));
-  w.wide = ulp_distance(w.hi, w.spec) > 2 * kClipBoundUlps || ulp_distance(w.lo, w.spec) > 2 * kClipBoundUlps;
+  w.ulps = clip_bound_ulps(g.size());
+  w.lo = std::min(ulps_down(w.spec, w.ulps), b.lo);
+  w.hi = std::min(max_abs, std::max(ulps_up(w.spec, w.ulps), b.hi));
+  w.wide = ulp_distance(w.hi, w.spec) > 2 * w.ulps || ulp_distance(w.lo, w.spec) > 2 * w.ulps;
   return w;
 }
 

@@ -49,8 +49,9 @@ void run_cross(Ctx& c) {
     r.statistic = diff ? "differs" : strf("%llu trits equal", static_cast<unsigned long long>(cr.trits()));
     const std::string agree =
         ulps ? strf("trits identical; scalars identical, or under clipping up to %llu float32 ulps from %s's (tolerance "
-                    "%u), where the trits are the spec stream's under the implementation's own scalar",
-                    static_cast<unsigned long long>(ulps), oname.c_str(), kClipBoundUlps)
+                    "clip_bound_ulps(d), %u at %zu elements), where the trits are the spec stream's under the "
+                    "implementation's own scalar",
+                    static_cast<unsigned long long>(ulps), oname.c_str(), clip_bound_ulps(co.d), co.d)
              : std::string("trits and scalars identical");
     r.detail = diff ? "vs " + oname + ": " + diff->family + "/" + diff->layer + " " + diff->mode + ": " + diff->difference
                     : strf("vs %s: every family, clip %s%s, 2 steps: %s%s%s%s", oname.c_str(), modes.c_str(),

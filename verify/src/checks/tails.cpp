@@ -49,7 +49,7 @@ void run_tails(Ctx& c) {
     std::vector<float> base(d);
     for (std::size_t k = 0; k < d; ++k) {
       const std::uint64_t w = derive_seed(seed, KeyPurpose::gradient, static_cast<std::uint32_t>(si * 1000003u + k));
-      base[k] = static_cast<float>(static_cast<double>(w >> 11) * 0x1p-53 * 2.0 - 1.0);  // uniform in [-1, 1)
+      base[k] = static_cast<float>(derived_uniform(w) * 2.0 - 1.0);  // uniform in [-1, 1)
     }
     for (int place = 0; place < 3; ++place) {
       std::vector<float> g = base;
@@ -91,7 +91,7 @@ void run_tails(Ctx& c) {
     std::vector<float> g(cb.d);
     for (std::size_t k = 0; k < cb.d; ++k) {
       const std::uint64_t w = derive_seed(seed, KeyPurpose::gradient, static_cast<std::uint32_t>(0x40000000u + ci * 1000003u + k));
-      g[k] = static_cast<float>(cb.mean + static_cast<double>(w >> 11) * 0x1p-53 * 2.0 - 1.0);
+      g[k] = static_cast<float>(cb.mean + derived_uniform(w) * 2.0 - 1.0);  // mean + uniform in [-1, 1)
     }
     if (cb.mean == 0.0) g[cb.d / 2] = 8.0f;  // max|g| above c sigma for every c here: the scalar is the bound
     for (ClipMode m : modes) {

@@ -106,10 +106,18 @@ const std::vector<std::string>& capability_names();
 /// before drawing and throws std::logic_error if the stat rows it produced differ from the plan.
 Result run_battery(Sampler& sampler, const Options& options);
 
-/// The clip bound's tolerance: under clipping, a scalar within this many float32 ulps of the spec's
-/// (c * sigma with sigma in double, reduce.hpp) is correct (sigma in float32 differs in the last
-/// bits); further away, the structure check fails and says by how many ulps.
-inline constexpr std::uint32_t kClipBoundUlps = 16;
+/// The clip bound's tolerance (docs/statistics.md, "float32 sigma"). The spec computes sigma in double; a
+/// correct codec may compute it in float32, by sums made of sequential runs of at most kFloat32RunMax
+/// terms combined by a pairwise tree (pairwise sums, NumPy's, GPU block reductions): each term then
+/// passes through at most
+/// h(d) = ceil(log2 d) + min(d, kFloat32RunMax) + 2 roundings (float32_sum_roundings). The mean, the
+/// deviations, their squares, the sum, the division, sqrt, a scaling against over- and underflow and
+/// the product with c bound c sigma's relative error by (h(d) + 10) / 2 units of 2^-24, which is
+/// clip_bound_ulps(d) = ceil((h(d) + 10) / 2) + 1 float32 ulps of the spec's rounded value: 8 ulps at one
+/// element, 142 at 8,192, 147 at 2^22 + 3. Further away, the structure check fails and says by how many.
+inline constexpr std::uint32_t kFloat32RunMax = 256;
+std::uint32_t float32_sum_roundings(std::size_t d);
+std::uint32_t clip_bound_ulps(std::size_t d);
 /// The large job's tensor (family label `large`: gaussian) and the collision check's large probe at quick
 /// (Profile::large_d; 2^22 + 3 at ci and full): bugs that begin above a size, where every family is smaller.
 inline constexpr std::size_t kLargeElements = (std::size_t{1} << 20) + 3;
@@ -121,16 +129,18 @@ std::size_t collision_run(double pairs, double alpha);
 /// large_d, at least 8 (quick 8 on 2^20 + 3, ci 8 and full 32 on 2^22 + 3).
 std::uint32_t large_steps(const Profile& p);
 /// Where a correct float32 codec's clip bound (or scalar) may lie for one tensor. The spec's value, and
-/// [lo, hi]: lo is kClipBoundUlps below the spec's; hi is kClipBoundUlps above the larger of the spec's
-/// and c sqrt(sigma^2 + delta^2), where delta = (ceil(log2 d) + 2) 2^-24 mean|g| bounds the error of a
-/// float32 mean summed pairwise or in a tree (NumPy, PyTorch, GPU reductions). Every deviation g - mean
-/// inherits that error, so such a codec's sigma is sqrt(sigma^2 + delta'^2) with |delta'| <= delta, up
-/// to roundings relative to sigma that the ulps cover. delta matters only on nearly constant tensors
-/// (sigma below about 5e-4 mean|g|); elsewhere the window is the 16 ulps (17 where c sqrt(sigma^2 + delta^2)
-/// rounds to the next float). A scalar's window is at most max|g|.
+/// [lo, hi]: lo is clip_bound_ulps(d) below the spec's; hi is clip_bound_ulps(d) above the larger of the
+/// spec's and c sqrt(sigma^2 + delta^2), where delta = (h(d) + 1) 2^-24 mean|g| bounds the error of a
+/// float32 mean summed as above. Every deviation g - mean inherits that error, so such a codec's sigma is
+/// sqrt(sigma^2 + delta'^2) with |delta'| <= delta, up to roundings relative to sigma that the ulps cover.
+/// A running mean (Welford, Chan's merges) carries it to first order, both ways: the window widens by
+/// (h(d) + 1) 2^-24 |mean| / sigma relative on each side. Both matter only where the mean is large
+/// against sigma; elsewhere the window is clip_bound_ulps(d) each way (one more where the wide value rounds
+/// to the next float). A scalar's window is at most max|g|.
 struct ClipWindow {
   float spec = 0.0f, lo = 0.0f, hi = 0.0f;
-  bool wide = false;  // hi more than 2 kClipBoundUlps above the spec's value: the mean's rounding dominates
+  std::uint32_t ulps = 0;  // the tolerance in float32 ulps, clip_bound_ulps(d) (0 without clipping)
+  bool wide = false;       // hi or lo more than 2 ulps away from the spec's value: the mean's rounding dominates
   bool contains(float s) const { return s == spec || (std::isfinite(s) && s >= lo && s <= hi); }
 };
 /// The clip bound's window of gradient g under params (ClipMode::none: spec = lo = hi = +inf).
@@ -259,7 +269,7 @@ std::string format_compare_json(const CompareResult& result);
 /// Two implementations whose random streams differ, compared in distribution (`terngrad compare
 /// --stat`, verify/src/compare_stat.cpp): per case (family, layer, clipping mode) A and B draw N
 /// independent encodings; scalars and signs must agree (none: exactly; clipping: within
-/// kClipBoundUlps), and two tests with alpha_total split over them compare the total keep count
+/// clip_bound_ulps(d)), and two tests with alpha_total split over them compare the total keep count
 /// (with equal scalars this is also the variance) and the per-coordinate keep rates, both conditional
 /// on each coordinate's total count (hypergeometric).
 struct StatCompareOptions {

@@ -46,4 +46,8 @@ constexpr std::uint64_t derive_seed(std::uint64_t seed, KeyPurpose purpose, std:
   return mix64(mix64(seed) ^ ((static_cast<std::uint64_t>(purpose) << 32) | index)) >> 1;
 }
 
+/// A derived seed (63 bits, above) as a uniform double in [0, 1): its 53 high bits times 2^-53. (Taking the
+/// top 53 of 64 bits, w >> 11, would leave [0, 1/2): the top bit of a derived seed is always 0.)
+constexpr double derived_uniform(std::uint64_t derived) { return static_cast<double>(derived >> 10) * 0x1p-53; }
+
 }  // namespace tg::verify
