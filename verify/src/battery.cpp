@@ -249,24 +249,27 @@ Result run_battery(Sampler& sampler, const Options& options) {
   }
   const std::size_t clip_end = jobs.size();
   // layerwise: one global scalar over the layers of multilayer and lenet, the main jobs' gradients
-  auto add_layerwise = [&](const std::string& check, const Params& params) {
-    for (const char* f : {"multilayer", "lenet"}) {
-      JobSpec j;
-      j.check = check;
-      j.grad = gradient(f, GradientVariant::plain);
-      j.params = params;
-      j.global_scalar = true;
-      j.steps = P.steps;
-      jobs.push_back(std::move(j));
-    }
+  const char* const layerwise_families[2] = {"multilayer", "lenet"};
+  auto add_layerwise_job = [&](const std::string& check, const char* f, const Params& params) {
+    JobSpec j;
+    j.check = check;
+    j.grad = gradient(f, GradientVariant::plain);
+    j.params = params;
+    j.global_scalar = true;
+    j.steps = P.steps;
+    jobs.push_back(std::move(j));
   };
-  if (on("layerwise")) add_layerwise("layerwise", base);
+  if (on("layerwise"))
+    for (const char* f : layerwise_families) add_layerwise_job("layerwise", f, base);
   const std::size_t layerwise_end = jobs.size();
   // A shared scalar together with clipping: each worker (tensor) clamps at its own bound below the shared
-  // scalar. When the base mode is clip-free, layerwise and aggregate run once more in the implementation's
-  // first clipping mode (rows layerwise.clip.*, aggregate.clip.*), so a codec with every mode is asked too.
+  // scalar. Layerwise runs once more in each clipping mode the implementation has besides its base mode
+  // (rows layerwise.clip.*, layerwise.saturate.*), so a codec that handles a given scalar in one mode only is
+  // asked in the other too; aggregate once more in the first (aggregate.clip.*) where the base mode is clip-free.
   const std::optional<Params> shared_clip = shared_clip_params(options);
-  if (on("layerwise") && shared_clip) add_layerwise(std::string("layerwise.") + to_string(shared_clip->clip), *shared_clip);
+  if (on("layerwise"))
+    for (const Params& p : shared_clip_modes(options))
+      for (const char* f : layerwise_families) add_layerwise_job(std::string("layerwise.") + to_string(p.clip), f, p);
   // large: one gaussian tensor of P.large_d (2^20 + 3 at quick, 2^22 + 3 at ci and full) with few draws, in the base mode. Bugs that
   // begin above a size (a counter that wraps, per-thread chunks that restart the stream, a scalar per
   // bucket) stay out of every family (2^13 to 2^18 elements). Last in the plan, so that the other jobs

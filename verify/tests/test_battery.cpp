@@ -1114,6 +1114,47 @@ TEST(Battery, SharedScalarWithClippingIsAskedOfEveryCodec) {
   for (const auto& row : cliponly.rows) EXPECT_EQ(row.check.find(".clip."), std::string::npos) << row.id;
 }
 
+// ... and in saturate too: a codec with every mode is asked for a shared scalar under saturate as well as under
+// clip (multilayer and lenet each). Codecs that handle the given scalar in clip mode and not in saturate (ignore it and
+// use their own scalar; use it but forget to clamp at their own bound) fail the saturate rows only. A codec with
+// clip and saturate but no clip-free mode gets the saturate rows as its second run.
+TEST(Battery, SharedScalarUnderSaturateIsAskedToo) {
+  Options o = small_options(4096, 128, 128, all_checks_but({"layerwise", "structure", "unbiased", "variance"}));
+  auto ref = make_sampler("reference", {});
+  Result good = run_battery(*ref, o);
+  EXPECT_TRUE(good.pass()) << format_table(good);
+  std::set<std::string> seen;
+  for (const auto& row : good.rows) seen.insert(row.check.substr(0, row.check.rfind('.')) + "/" + row.family);
+  for (const char* id : {"layerwise.clip/multilayer", "layerwise.clip/lenet", "layerwise.saturate/multilayer",
+                         "layerwise.saturate/lenet"})
+    EXPECT_TRUE(seen.count(id)) << id << "\n" << format_table(good);
+  auto saturate_rows_only_fail = [&](const Result& r) {
+    bool sat = false, other = false;
+    for (const auto& c : r.failed_checks()) (c.rfind("layerwise.saturate.", 0) == 0 ? sat : other) = true;
+    return sat && !other;
+  };
+  RewritingSampler ignored("saturate-shared-ignored", [](const DrawRequest& r) {
+    DrawRequest q = r;
+    if (r.scalar && r.params.clip == ClipMode::saturate) q.scalar.reset();  // its own scalar, not the given one
+    return q;
+  });
+  Result ri = run_battery(ignored, o);
+  EXPECT_TRUE(saturate_rows_only_fail(ri)) << format_table(ri);
+  EXPECT_TRUE(failed(ri, "layerwise.saturate.structure")) << format_table(ri);
+  RewritingSampler noclamp("saturate-shared-noclamp", [](const DrawRequest& r) {
+    DrawRequest q = r;
+    if (r.scalar && r.params.clip == ClipMode::saturate) q.params.clip = ClipMode::none;
+    return q;
+  });
+  Result rn = run_battery(noclamp, o);
+  EXPECT_TRUE(saturate_rows_only_fail(rn)) << format_table(rn);
+  o.supports = {"clip", "saturate", "shared-scalar", "spec-stream"};
+  Result two = run_battery(*ref, o);
+  std::size_t sat_rows = 0;
+  for (const auto& row : two.rows) sat_rows += row.check.rfind("layerwise.saturate.", 0) == 0;
+  EXPECT_GT(sat_rows, 0u) << format_table(two);
+}
+
 // ---- state kept between calls -----------------------------------------------------------------------
 
 // A codec that caches its scalar per (seed, worker, tensor), as a stale-scalar bug does in training (where

@@ -154,6 +154,19 @@ std::optional<Params> shared_clip_params(const Options& o) {
   return p;
 }
 
+std::vector<Params> shared_clip_modes(const Options& o) {
+  std::vector<Params> out;
+  if (!supports(o, "shared-scalar")) return out;
+  const ClipMode base = base_params(o).clip;
+  for (ClipMode m : {ClipMode::clip, ClipMode::saturate})
+    if (m != base && supports(o, to_string(m))) {
+      Params p;
+      p.clip = m;
+      out.push_back(p);
+    }
+  return out;
+}
+
 std::string row_id(const std::string& check, const std::string& family, const std::string& label) {
   return check + "/" + family + (label.empty() ? "" : "/" + label);
 }

@@ -66,6 +66,9 @@ Params base_params(const Options& o);
 /// The mode in which layerwise and aggregate run a second time (shared scalar with clipping): the
 /// implementation's first clipping mode, when it also has the clip-free base mode and a shared scalar.
 std::optional<Params> shared_clip_params(const Options& o);
+/// The clipping modes a shared scalar is asked in besides the base mode (layerwise): clip and saturate
+/// where supported, without the base mode itself (which the plain layerwise jobs run).
+std::vector<Params> shared_clip_modes(const Options& o);
 
 /// Row ids: check/family[/label]. Stat rows must appear in the plan with exactly this id.
 std::string row_id(const std::string& check, const std::string& family, const std::string& label = "");
