@@ -197,8 +197,9 @@ void clipping_info(Ctx& c, const Gradient& G, const Params& params);
 std::vector<std::string> plan_streams(const std::string& family);
 void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed);
 std::vector<std::string> plan_collision();
-/// The collision check's long probe: steps 0 .. H-1 of one key on kLongProbeElements elements (H = 64 x
-/// the profile's draws, at most 2^16; 0 below 192 elements), against which every probe row is looked up.
+/// The collision check's long probe: steps 0 .. H-1 of one key on kLongProbeElements elements (H = 256 x
+/// the profile's draws, at most 2^18; 0 below 192 elements), against which every probe row is looked up,
+/// and whose rows are compared with each other.
 inline constexpr std::size_t kLongProbeElements = 256;
 std::uint32_t long_probe_steps(const Profile& p, std::size_t d);
 void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed);

@@ -235,7 +235,7 @@ std::vector<std::string> plan_collision() {
 
 std::uint32_t long_probe_steps(const Profile& p, std::size_t d) {
   if (std::min<std::size_t>(d, kLongProbeElements) < 192) return 0;
-  return static_cast<std::uint32_t>(std::min<std::uint64_t>(std::uint64_t{64} * p.steps, 65536));
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(std::uint64_t{256} * p.steps, std::uint64_t{1} << 18));
 }
 
 namespace {
@@ -538,7 +538,10 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   // reuses that stream H or fewer steps later (additive keys with a multiplier, step + 1001 worker: worker
   // 1 at step 0 is worker 0 at step 1001) shows as a probe row above equal to one of these rows. Each
   // row is indexed by its mask bits 64..127 (bit 0 is the scalar's element); a finding needs bits
-  // 64..m-1 equal (or complemented).
+  // 64..m-1 equal (or complemented). The rows are also compared with each other: two steps of one key
+  // that share a stream (a generator seeded from a 32- or 24-bit hash of the key, a step hashed to 16
+  // bits) show as two equal rows. With H = 2^18 rows (ci, full), a 32-bit seed space gives a pair with
+  // probability 1 - exp(-H^2 / 2^33) = 0.9997.
   const std::size_t m = std::min<std::size_t>(d, kLongProbeElements);
   const std::uint32_t H = long_probe_steps(c.opt.profile, d);
   std::uint64_t long_findings = 0;
@@ -577,11 +580,35 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
         }
       }
     }
+    // The rows against each other: each unordered pair once (equal), or once per order (complemented).
+    for (std::uint32_t j = 0; j < H; ++j) {
+      const std::uint64_t* a = rows.data() + static_cast<std::size_t>(j) * words;
+      for (int flip = 0; flip < 2; ++flip) {
+        const std::uint64_t mask = flip ? ~std::uint64_t{0} : 0;
+        auto range = by_window.equal_range(a[1] ^ mask);
+        for (auto it = range.first; it != range.second; ++it) {
+          if (it->second == j || (!flip && it->second < j)) continue;
+          const std::uint64_t* b = rows.data() + static_cast<std::size_t>(it->second) * words;
+          std::size_t same = 64;
+          auto bit = [](const std::uint64_t* w, std::size_t k) { return static_cast<int>((w[k / 64] >> (k % 64)) & 1u); };
+          while (64 + same < m && (bit(a, 64 + same) ^ flip) == bit(b, 64 + same)) ++same;
+          if (64 + same < m) continue;
+          if (long_findings++ == 0 && repeats == 0)
+            first = strf("mask bits 64..%zu of steps %u and %u of (seed %#llx, worker 0, tensor 0) %s: two steps of one "
+                         "key share a stream (a generator seeded from a short hash of the key?)",
+                         m - 1, std::min(j, it->second), std::max(j, it->second), static_cast<unsigned long long>(stream_seed),
+                         flip ? "are complements" : "are equal");
+        }
+      }
+    }
     repeats += long_findings;
   }
-  // The scan's bound (above), the coin tallies' and the long probe's, which compares each probe row with each of its H rows on m - 64 fair bits.
+  // The scan's bound (above), the coin tallies' and the long probe's, which compares each probe row with each of its
+  // H rows, and its rows with each other (H^2 / 2 pairs, both ways), on m - 64 fair bits.
+  const double Hd = static_cast<double>(H);
   const double bound = scan_bound + coin_bound +
-                       (H ? 2.0 * static_cast<double>(streams.size()) * H * std::ldexp(1.0, -static_cast<int>(m - 64)) : 0.0);
+                       (H ? (2.0 * static_cast<double>(streams.size()) * Hd + Hd * Hd) * std::ldexp(1.0, -static_cast<int>(m - 64))
+                          : 0.0);
   Row r = stat_row(c, "collision", "p=1/2 probe");
   if (stopped && repeats == 0) {
     repeats = 1;
@@ -601,8 +628,9 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
                             "offset; %s; false-fail probability <= %.2g",
                             streams.size(), d, keys.size(), passes.size(), big_size.c_str(), pass_names.c_str(),
                             static_cast<unsigned long long>(windows),
-                            H ? strf("each of them against steps 0..%u of (worker 0, tensor 0) on %zu elements (a key "
-                                     "that reuses that stream up to %u steps later)", H - 1, m, H - 1).c_str()
+                            H ? strf("each of them against steps 0..%u of (worker 0, tensor 0) on %zu elements, and "
+                                     "those against each other (a key that reuses that stream up to %u steps later; two "
+                                     "steps that share one)", H - 1, m, H - 1).c_str()
                               : "no long probe (fewer than 192 elements)",
                             bound);
   c.rows.push_back(r);
