@@ -318,7 +318,8 @@ Result run_battery(Sampler& sampler, const Options& options) {
   if (on("streams")) total_units += 2.0 * P.stream_steps * P.d;
   if (on("structure")) total_units += 9.0 * P.d + static_cast<double>(checks::tails_elements()) *
                                                   (supports(options, "none") + supports(options, "clip") +
-                                                   supports(options, "saturate"));
+                                                   supports(options, "saturate")) +
+                                      static_cast<double>(P.large_d) * (supports(options, "clip") + supports(options, "saturate"));
   if (on("collision"))
     total_units += 52.0 * P.d * static_cast<double>(collision_passes(options)) + 4.0 * static_cast<double>(P.large_d) + static_cast<double>(P.steps) * static_cast<double>(checks::small_probe_elements()) +
                    static_cast<double>(long_probe_steps(P, P.d)) * std::min<std::size_t>(P.d, kLongProbeElements);

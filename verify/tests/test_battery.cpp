@@ -804,7 +804,7 @@ TEST(Battery, TailsFindAMaximumLeftOutOfTheReduction) {
     auto ref = make_sampler("reference", {});
     const Result ok = run_battery(*ref, o);
     EXPECT_TRUE(ok.pass()) << format_table(ok);
-    EXPECT_NE(tails(ok).detail.find("298 draws: 32 sizes"), std::string::npos) << tails(ok).detail;
+    EXPECT_NE(tails(ok).detail.find("300 draws: 32 sizes"), std::string::npos) << tails(ok).detail;
     auto skipping = make_codec_sampler(std::make_shared<TailSkippingCodec>(), "tail-skipping");
     const Row bad = tails(run_battery(*skipping, o));
     EXPECT_FALSE(bad.pass) << seed;
@@ -830,6 +830,51 @@ TEST(Battery, TailsFindAMaximumLeftOutOfTheReduction) {
     EXPECT_FALSE(sat_large.pass) << seed;
     EXPECT_NE(sat_large.detail.find("clip saturate, 1023 elements"), std::string::npos) << sat_large.detail;
   }
+}
+
+// Clipping on tensors above the families' sizes: the large job runs in the base mode only, so the tails row
+// draws the large size once per clipping mode. A sigma from a strided subsample of 2^16 elements on tensors
+// above 2^20 (a reduction saved), or from the first 2^20 elements only (a capped grid without a grid-stride
+// loop), fails it; with ci's 2^22 + 3 for the first, quick's 2^20 + 3 for the subsample.
+class PartialSigmaCodec : public ShiftedBoundCodec {
+ public:
+  explicit PartialSigmaCodec(bool strided) : ShiftedBoundCodec(0), strided_(strided) {}
+  std::string name() const override { return strided_ ? "strided-sigma" : "first-2^20-sigma"; }
+  Moments moments(std::span<const float> g) const override {
+    const std::size_t cap = std::size_t{1} << 20;
+    if (g.size() <= cap) return reference_codec().moments(g);
+    if (!strided_) return reference_codec().moments(g.first(cap));
+    std::vector<float> sub;
+    for (std::size_t k = 0; k < g.size(); k += g.size() / 65536) sub.push_back(g[k]);
+    return reference_codec().moments(sub);
+  }
+
+ private:
+  bool strided_;
+};
+
+TEST(Battery, TailsSeeASigmaOverPartOfALargeTensor) {
+  const std::set<std::string> skip = all_checks_but({"structure"});
+  auto tails = [](const Result& r) {
+    for (const auto& w : r.rows)
+      if (w.id == "structure/tails") return w;
+    ADD_FAILURE() << "no tails row";
+    return Row{};
+  };
+  Options o = small_options(1024, 4, 4, skip);  // large_d: quick's 2^20 + 3
+  auto strided = make_codec_sampler(std::make_shared<PartialSigmaCodec>(true), "strided-sigma");
+  const Row a = tails(run_battery(*strided, o));
+  EXPECT_FALSE(a.pass) << a.detail;
+  EXPECT_NE(a.detail.find("1048579 elements (gaussian, the second half 3 times the first)"), std::string::npos) << a.detail;
+  o.profile.large_d = (std::size_t{1} << 22) + 3;  // ci's
+  auto first = make_codec_sampler(std::make_shared<PartialSigmaCodec>(false), "first-2^20-sigma");
+  const Row b = tails(run_battery(*first, o));
+  EXPECT_FALSE(b.pass) << b.detail;
+  EXPECT_NE(b.detail.find("a sigma or maximum over part of the tensor?"), std::string::npos) << b.detail;
+  auto ref = make_sampler("reference", {});
+  const Row ok = tails(run_battery(*ref, o));
+  EXPECT_TRUE(ok.pass) << ok.detail;
+  EXPECT_NE(ok.detail.find("2 draws of 4194307 elements under clipping"), std::string::npos) << ok.detail;
 }
 
 // A derived seed has 63 bits: as a uniform it must use them all, not the top 53 of 64 (which lie in [0, 1/2)).

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "checks/common.hpp"
+#include "tg/verify/families.hpp"
 #include "tg/verify/keys.hpp"
 
 namespace tg::verify::checks {
@@ -126,6 +127,43 @@ void run_tails(Ctx& c) {
       }
     }
   }
+  // The clip bound at the large job's size (P.large_d: 2^20 + 3 at quick, 2^22 + 3 at ci and full), which the
+  // large job itself draws only in the base mode: a sigma from a strided subsample, or from the first 2^20
+  // elements only (a reduction with a capped grid), or any bug that begins above the families' sizes on the
+  // clipping path. Gaussian, with the second half 3 times the first, so that a partial or strided reduction
+  // is far off (a strided subsample of 2^16 is off by about 0.3%, the first 2^20 of 2^22 + 3 by about 30%).
+  std::uint32_t large_draws = 0;
+  const std::size_t large_d = c.opt.profile.large_d;
+  if (std::any_of(modes.begin(), modes.end(), [](ClipMode m) { return m != ClipMode::none; })) {
+    std::vector<float> g = make_gradient("gaussian", large_d, derive_seed(seed, KeyPurpose::gradient, 0x7fffffffu)).layers[0].g;
+    for (std::size_t k = large_d / 2; k < large_d; ++k) g[k] *= 3.0f;
+    for (ClipMode m : modes) {
+      if (m == ClipMode::none) continue;
+      Params params;
+      params.clip = m;
+      const StreamKey key{seed, 2, 0, static_cast<std::uint32_t>(m)};
+      Draws dr = c.sampler.draw({g, params, key, 1, std::nullopt});
+      if (dr.d != large_d || dr.steps != 1 || dr.scalars.size() != 1 || dr.trits.size() != large_d)
+        throw Error(ErrorCode::invalid_argument, "implementation returned draws of the wrong size");
+      ++draws, ++large_draws, elements += large_d;
+      const ClipWindow w = clip_scalar_window(g, params);
+      const float got = dr.scalars[0];
+      if (!w.contains(got)) {
+        if (bad++ == 0)
+          msg = strf("clip %s, %zu elements (gaussian, the second half 3 times the first): scalar %.9g, the spec's "
+                     "%.9g (window %.9g .. %.9g): a sigma or maximum over part of the tensor?",
+                     to_string(m), large_d, static_cast<double>(got), static_cast<double>(w.spec),
+                     static_cast<double>(w.lo), static_cast<double>(w.hi));
+        continue;
+      }
+      for (std::size_t k = 0; k < large_d; ++k) {
+        const int t = dr.trits[k];
+        if (t != 0 && t != sign_of(g[k]) && bad++ == 0)
+          msg = strf("clip %s, %zu elements: element %zu has trit %d, its gradient %.9g", to_string(m), large_d, k, t,
+                     static_cast<double>(g[k]));
+      }
+    }
+  }
   c.progress.add(static_cast<double>(elements), "structure");
   c.rows.push_back(violations_row(
       "structure", "tails", bad, "any element left out of max|g|", msg,
@@ -136,6 +174,9 @@ void run_tails(Ctx& c) {
           (bound_draws ? strf("; %u draws where the scalar is the clip bound c sigma: c = 1.5 and 4 with a spike, and "
                               "mean +-1000 against sigma 0.58 (every element clipped)",
                               bound_draws)
+                       : std::string()) +
+          (large_draws ? strf("; %u draws of %zu elements under clipping (the second half 3 times the first)", large_draws,
+                              large_d)
                        : std::string())));
 }
 
