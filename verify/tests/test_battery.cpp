@@ -1857,7 +1857,8 @@ class CountLawSampler : public Sampler {
 // The dispersion rows see what every other row misses: keep-rate errors of +-0.03 scattered over the coordinates
 // (the per-coordinate test detects |dp| >= 0.4 at quick; the dispersion rows rms dp >= 0.019), and counts spread
 // more evenly over the draws than independent draws spread them (the var ratio falls towards 0). Without the
-// dispersion rows both codecs pass the whole battery at quick.
+// dispersion rows the first passes the whole battery at quick, and the second fails only the collision row (its
+// complementary steps, which the long probe's rows compared with each other show).
 TEST(Battery, DispersionRowsSeeCountsThatAreNotBinomial) {
   for (auto kind : {CountLawSampler::kScatteredBias, CountLawSampler::kStratified}) {
     Options o;
@@ -1869,6 +1870,12 @@ TEST(Battery, DispersionRowsSeeCountsThatAreNotBinomial) {
     std::size_t failed = 0;
     for (const auto& row : r.rows) {
       if (row.pass) continue;
+      // The stratified codec's steps i and i + 64 of a block are complements at p = 1/2 (bit 6 of a i + b
+      // flips with i + 64 for an odd a): the long probe's rows, compared with each other, see that too.
+      if (kind == CountLawSampler::kStratified && row.id == "collision/p=1/2 probe") {
+        EXPECT_NE(row.detail.find("are complements"), std::string::npos) << row.detail;
+        continue;
+      }
       ++failed;
       EXPECT_EQ(row.check, "unbiased-dispersion") << codec.name() << ": " << row.id << "\n" << format_table(r);
       if (kind == CountLawSampler::kStratified) EXPECT_LT(row.effect, 0.0) << row.id << ": fewer spread than binomial";
