@@ -777,6 +777,14 @@ TEST(ClipTolerance, Float32SumsWithRunsOf256StayInTheWindow) {
               static_cast<unsigned long long>(tensors), static_cast<unsigned long long>(worst));
 }
 
+// The tails row of a run (a failure if there is none).
+Row tails_row(const Result& r) {
+  for (const auto& w : r.rows)
+    if (w.id == "structure/tails") return w;
+  ADD_FAILURE() << "no tails row";
+  return Row{};
+}
+
 // The scalar is max|g| over every element: a reduction that skips the remainder after its SIMD width (here
 // the last d % 16 elements of tensors of 16 or more) passes the families at most seeds, and fails the
 // tails row at every seed. So does a saturate mode that takes c sigma without the min against max|g|.
@@ -795,18 +803,12 @@ TEST(Battery, TailsFindAMaximumLeftOutOfTheReduction) {
   for (std::uint64_t seed : {1u, 2u, 3u}) {
     Options o = small_options(4096, 8, 8, skip);
     o.seed = seed;
-    auto tails = [](const Result& r) {
-      for (const auto& w : r.rows)
-        if (w.id == "structure/tails") return w;
-      ADD_FAILURE() << "no tails row";
-      return Row{};
-    };
     auto ref = make_sampler("reference", {});
     const Result ok = run_battery(*ref, o);
     EXPECT_TRUE(ok.pass()) << format_table(ok);
-    EXPECT_NE(tails(ok).detail.find("300 draws: 32 sizes"), std::string::npos) << tails(ok).detail;
+    EXPECT_NE(tails_row(ok).detail.find("300 draws: 32 sizes"), std::string::npos) << tails_row(ok).detail;
     auto skipping = make_codec_sampler(std::make_shared<TailSkippingCodec>(), "tail-skipping");
-    const Row bad = tails(run_battery(*skipping, o));
+    const Row bad = tails_row(run_battery(*skipping, o));
     EXPECT_FALSE(bad.pass) << seed;
     EXPECT_NE(bad.detail.find("at the last element: scalar"), std::string::npos) << bad.detail;
     RewritingSampler nomin("saturate-without-min", [](const DrawRequest& r) {
@@ -814,7 +816,7 @@ TEST(Battery, TailsFindAMaximumLeftOutOfTheReduction) {
       if (q.params.clip == ClipMode::saturate && !q.scalar) q.scalar = clip_bound(reference_codec(), q.g, q.params);
       return q;
     });
-    const Row sat = tails(run_battery(nomin, o));
+    const Row sat = tails_row(run_battery(nomin, o));
     EXPECT_FALSE(sat.pass) << seed;
     EXPECT_NE(sat.detail.find("clip saturate"), std::string::npos) << sat.detail;
     // ... at large sizes too: the tensors are uniform in [-1, 1) with a maximum of 1.25 planted, so 2.5 sigma
@@ -826,7 +828,7 @@ TEST(Battery, TailsFindAMaximumLeftOutOfTheReduction) {
         q.scalar = clip_bound(reference_codec(), q.g, q.params);
       return q;
     });
-    const Row sat_large = tails(run_battery(nomin_large, o));
+    const Row sat_large = tails_row(run_battery(nomin_large, o));
     EXPECT_FALSE(sat_large.pass) << seed;
     EXPECT_NE(sat_large.detail.find("clip saturate, 1023 elements"), std::string::npos) << sat_large.detail;
   }
@@ -855,24 +857,18 @@ class PartialSigmaCodec : public ShiftedBoundCodec {
 
 TEST(Battery, TailsSeeASigmaOverPartOfALargeTensor) {
   const std::set<std::string> skip = all_checks_but({"structure"});
-  auto tails = [](const Result& r) {
-    for (const auto& w : r.rows)
-      if (w.id == "structure/tails") return w;
-    ADD_FAILURE() << "no tails row";
-    return Row{};
-  };
   Options o = small_options(1024, 4, 4, skip);  // large_d: quick's 2^20 + 3
   auto strided = make_codec_sampler(std::make_shared<PartialSigmaCodec>(true), "strided-sigma");
-  const Row a = tails(run_battery(*strided, o));
+  const Row a = tails_row(run_battery(*strided, o));
   EXPECT_FALSE(a.pass) << a.detail;
   EXPECT_NE(a.detail.find("1048579 elements (gaussian, the second half 3 times the first)"), std::string::npos) << a.detail;
   o.profile.large_d = (std::size_t{1} << 22) + 3;  // ci's
   auto first = make_codec_sampler(std::make_shared<PartialSigmaCodec>(false), "first-2^20-sigma");
-  const Row b = tails(run_battery(*first, o));
+  const Row b = tails_row(run_battery(*first, o));
   EXPECT_FALSE(b.pass) << b.detail;
   EXPECT_NE(b.detail.find("a sigma or maximum over part of the tensor?"), std::string::npos) << b.detail;
   auto ref = make_sampler("reference", {});
-  const Row ok = tails(run_battery(*ref, o));
+  const Row ok = tails_row(run_battery(*ref, o));
   EXPECT_TRUE(ok.pass) << ok.detail;
   EXPECT_NE(ok.detail.find("2 draws of 4194307 elements under clipping"), std::string::npos) << ok.detail;
 }
@@ -926,18 +922,12 @@ class OnePassSigmaCodec : public ShiftedBoundCodec {
 
 TEST(Battery, TailsSeeAClipFactorIgnoredAndAOnePassFloat32Sigma) {
   const std::set<std::string> skip = all_checks_but({"structure"});
-  auto tails = [](const Result& r) {
-    for (const auto& w : r.rows)
-      if (w.id == "structure/tails") return w;
-    ADD_FAILURE() << "no tails row";
-    return Row{};
-  };
   for (std::uint64_t seed : {1u, 2u, 3u}) {
     Options o = small_options(2048, 8, 8, skip);
     o.seed = seed;
     for (const char* impl : {"reference", "variant:f32-sigma", "variant:f32-welford", "variant:f32-p"}) {
       auto good = make_sampler(impl, {});
-      const Row t = tails(run_battery(*good, o));
+      const Row t = tails_row(run_battery(*good, o));
       EXPECT_TRUE(t.pass) << impl << " seed " << seed << ": " << t.detail;
       EXPECT_NE(t.detail.find("10 draws where the scalar is the clip bound"), std::string::npos) << t.detail;
     }
@@ -946,11 +936,11 @@ TEST(Battery, TailsSeeAClipFactorIgnoredAndAOnePassFloat32Sigma) {
       q.params.c = 2.5;
       return q;
     });
-    const Row c = tails(run_battery(fixed_c, o));
+    const Row c = tails_row(run_battery(fixed_c, o));
     EXPECT_FALSE(c.pass) << seed;
     EXPECT_NE(c.detail.find("c = 2.5 used instead of c?"), std::string::npos) << c.detail;
     auto one_pass = make_codec_sampler(std::make_shared<OnePassSigmaCodec>(), "one-pass-f32-sigma");
-    const Row op = tails(run_battery(*one_pass, o));
+    const Row op = tails_row(run_battery(*one_pass, o));
     EXPECT_FALSE(op.pass) << seed;
     EXPECT_NE(op.detail.find("of mean 1000: scalar"), std::string::npos) << op.detail;
     // The same codec on the battery's clipped families (mean about 0) is within the window: only the tails see it.
@@ -964,33 +954,43 @@ TEST(Battery, TailsSeeAClipFactorIgnoredAndAOnePassFloat32Sigma) {
   }
 }
 
-// Row j of a request must be the draw of step K + j: a codec that keys its generator by the request
-// (here: row j of a request for steps K.. is the spec's draw of step K + 7 j) fails structure, even
-// though every single-step request is right.
-class PerRequestSampler : public Sampler {
+// A sampler that draws row j of each request alone, under a key of its own: key(request key, j) (the spec's
+// draw of that key's step). Test codecs whose keying is wrong in ways a rewrite of the whole request cannot show.
+class PerStepKeySampler : public Sampler {
  public:
-  std::string name() const override { return "per-request"; }
+  PerStepKeySampler(std::string name, std::function<StreamKey(const StreamKey&, std::uint32_t)> key)
+      : name_(std::move(name)), key_(std::move(key)) {}
+  std::string name() const override { return name_; }
   Draws draw(const DrawRequest& r) override {
     Draws out;
     out.d = r.g.size();
     out.steps = r.steps;
     for (std::uint32_t j = 0; j < r.steps; ++j) {
-      DrawRequest one = r;
-      one.steps = 1;
-      one.key.step = r.key.step + 7 * j;
-      Draws d = ref_->draw(one);
-      out.trits.insert(out.trits.end(), d.trits.begin(), d.trits.end());
-      out.scalars.push_back(d.scalars[0]);
+      DrawRequest q = r;
+      q.steps = 1;
+      q.key = key_(r.key, j);
+      Draws one = ref_->draw(q);
+      out.scalars.push_back(one.scalars[0]);
+      out.trits.insert(out.trits.end(), one.trits.begin(), one.trits.end());
     }
     return out;
   }
 
  private:
+  std::string name_;
+  std::function<StreamKey(const StreamKey&, std::uint32_t)> key_;
   std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
 };
 
+// Row j of a request must be the draw of step K + j: a codec that keys its generator by the request
+// (here: row j of a request for steps K.. is the spec's draw of step K + 7 j) fails structure, even
+// though every single-step request is right.
 TEST(Battery, RowJOfARequestIsStepKPlusJ) {
-  PerRequestSampler s;
+  PerStepKeySampler s("per-request", [](const StreamKey& k, std::uint32_t j) {
+    StreamKey q = k;
+    q.step = k.step + 7 * j;
+    return q;
+  });
   Result r = run_battery(s, small_options(256, 8, 4, {"streams", "collision", "clipping", "layerwise", "aggregate", "cross"}));
   EXPECT_TRUE(failed(r, "structure")) << format_table(r);
   EXPECT_TRUE(any_detail(r, "step 1 drawn alone differs")) << format_table(r);
@@ -1407,6 +1407,17 @@ TEST(Battery, StateKeptBetweenCallsFailsStructure) {
 // Additive keys with a multiplier, in 64 bits: the key (seed, tensor, step + 1001 worker), so worker w at
 // step k draws worker 0's stream of step k + 1001 w. No two listed probe keys meet, so only the long
 // probe of worker 0's steps finds it.
+// The collision row fails `bad`, naming `finding`, and passes the reference, whose detail says `covered`.
+void expect_collision_finds(Sampler& bad, const Options& o, const std::string& finding, const std::string& covered) {
+  Result r = run_battery(bad, o);
+  EXPECT_TRUE(failed(r, "collision")) << format_table(r);
+  EXPECT_TRUE(any_detail(r, finding)) << format_table(r);
+  auto ref = make_sampler("reference", {});
+  Result good = run_battery(*ref, o);
+  EXPECT_TRUE(good.pass()) << format_table(good);
+  EXPECT_TRUE(any_detail(good, covered)) << format_table(good);
+}
+
 TEST(Battery, CollisionFindsAKeyReusedAThousandStepsLater) {
   Options o = small_options(512, 16, 4, all_checks_but({"collision"}));  // long probe: 256 x 16 = 4096 steps, 256 elements
   RewritingSampler bad("key-stride-1001", [](const DrawRequest& r) {
@@ -1419,13 +1430,7 @@ TEST(Battery, CollisionFindsAKeyReusedAThousandStepsLater) {
     if (v >> 32) q.key.seed ^= mix64(v >> 32);
     return q;
   });
-  Result r = run_battery(bad, o);
-  EXPECT_TRUE(failed(r, "collision")) << format_table(r);
-  EXPECT_TRUE(any_detail(r, "1001 steps later")) << format_table(r);
-  auto ref = make_sampler("reference", {});
-  Result good = run_battery(*ref, o);
-  EXPECT_TRUE(good.pass()) << format_table(good);
-  EXPECT_TRUE(any_detail(good, "against steps 0..4095")) << format_table(good);
+  expect_collision_finds(bad, o, "1001 steps later", "against steps 0..4095");
 }
 
 // Two steps of one key that share a stream: a generator seeded from a short hash of the key (np.random.seed
@@ -1433,48 +1438,16 @@ TEST(Battery, CollisionFindsAKeyReusedAThousandStepsLater) {
 // rewritten key; here steps 2k and 2k + 1 share a stream from step 16 to 65533, so the long probe's steps
 // 16..4095 hold 2,040 pairs of equal rows, while the listed probe keys (steps 0..3, 65535..65537, 2^31, 2^32 - 1
 // and others far away) are the spec's. Only the comparison of the long probe's rows with each other finds it.
-class PerStepKeySampler : public Sampler {
- public:
-  PerStepKeySampler(std::string name, std::function<StreamKey(const StreamKey&)> key)
-      : name_(std::move(name)), key_(std::move(key)) {}
-  std::string name() const override { return name_; }
-  Draws draw(const DrawRequest& r) override {
-    Draws out;
-    out.d = r.g.size();
-    out.steps = r.steps;
-    for (std::uint32_t j = 0; j < r.steps; ++j) {
-      DrawRequest q = r;
-      q.steps = 1;
-      q.key.step = r.key.step + j;
-      q.key = key_(q.key);
-      Draws one = ref_->draw(q);
-      out.scalars.push_back(one.scalars[0]);
-      out.trits.insert(out.trits.end(), one.trits.begin(), one.trits.end());
-    }
-    return out;
-  }
-
- private:
-  std::string name_;
-  std::function<StreamKey(const StreamKey&)> key_;
-  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
-};
-
 TEST(Battery, CollisionFindsTwoStepsOfOneKeyThatShareAStream) {
   Options o = small_options(512, 16, 4, all_checks_but({"collision"}));
-  PerStepKeySampler bad("paired-steps", [](const StreamKey& k) {
+  PerStepKeySampler bad("paired-steps", [](const StreamKey& k, std::uint32_t j) {
     StreamKey q = k;
-    if (k.step >= 16 && k.step < 65534) q.step = k.step & ~1u;
+    q.step = k.step + j;
+    if (q.step >= 16 && q.step < 65534) q.step &= ~1u;
     return q;
   });
-  Result r = run_battery(bad, o);
-  EXPECT_TRUE(failed(r, "collision")) << format_table(r);
-  EXPECT_TRUE(any_detail(r, "two steps of one key share a stream")) << format_table(r);
   // The rows compared with each other add H^2 pairs to the false-fail bound: still far below the row's share.
-  auto ref = make_sampler("reference", {});
-  Result good = run_battery(*ref, o);
-  EXPECT_TRUE(good.pass()) << format_table(good);
-  EXPECT_TRUE(any_detail(good, "and those against each other")) << format_table(good);
+  expect_collision_finds(bad, o, "two steps of one key share a stream", "and those against each other");
 }
 
 // A codec's paths (encode, encode with a given scalar, clipped) may key their streams apart: a key bug on

@@ -35,6 +35,23 @@ const std::vector<ClipBoundCase>& clip_bound_cases() {
       {1023, 1.5, 0.0}, {4097, 4.0, 0.0}, {1023, 2.5, 1000.0}, {4097, 2.5, -1000.0}, {65599, 1.5, 1000.0}};
   return cases;
 }
+// One draw of g under params and key, its size checked.
+Draws draw_one(Ctx& c, const std::vector<float>& g, const Params& params, const StreamKey& key) {
+  Draws dr = c.sampler.draw({g, params, key, 1, std::nullopt});
+  if (dr.d != g.size() || dr.steps != 1 || dr.scalars.size() != 1 || dr.trits.size() != g.size())
+    throw Error(ErrorCode::invalid_argument, "implementation returned draws of the wrong size");
+  return dr;
+}
+// Counts the elements whose trit is neither 0 nor their gradient's sign into `bad`; names the first in `msg`,
+// after `what`, when nothing was wrong before.
+void count_wrong_signs(const Draws& dr, const std::vector<float>& g, const std::string& what, std::uint64_t& bad,
+                       std::string& msg) {
+  for (std::size_t k = 0; k < g.size(); ++k) {
+    const int t = dr.trits[k];
+    if (t != 0 && t != sign_of(g[k]) && bad++ == 0)
+      msg = strf("%s: element %zu has trit %d, its gradient %.9g", what.c_str(), k, t, static_cast<double>(g[k]));
+  }
+}
 }  // namespace
 
 void run_tails(Ctx& c) {
@@ -59,9 +76,7 @@ void run_tails(Ctx& c) {
         Params params;
         params.clip = m;
         const StreamKey key{seed, 0, static_cast<std::uint32_t>(si), static_cast<std::uint32_t>(3 * place)};
-        Draws dr = c.sampler.draw({g, params, key, 1, std::nullopt});
-        if (dr.d != d || dr.steps != 1 || dr.scalars.size() != 1 || dr.trits.size() != d)
-          throw Error(ErrorCode::invalid_argument, "implementation returned draws of the wrong size");
+        Draws dr = draw_one(c, g, params, key);
         ++draws, elements += d;
         const ClipWindow w = clip_scalar_window(g, params);
         const float got = dr.scalars[0];
@@ -72,12 +87,7 @@ void run_tails(Ctx& c) {
                        m == ClipMode::none ? "" : " (the clip bound's window allows a float32 sigma)");
           continue;
         }
-        for (std::size_t k = 0; k < d; ++k) {
-          const int t = dr.trits[k];
-          if (t != 0 && t != sign_of(g[k]) && bad++ == 0)
-            msg = strf("clip %s, %zu elements: element %zu has trit %d, its gradient %.9g", to_string(m), d, k, t,
-                       static_cast<double>(g[k]));
-        }
+        count_wrong_signs(dr, g, strf("clip %s, %zu elements", to_string(m), d), bad, msg);
       }
     }
   }
@@ -101,9 +111,7 @@ void run_tails(Ctx& c) {
       params.clip = m;
       params.c = cb.c;
       const StreamKey key{seed, 1, static_cast<std::uint32_t>(ci), 0};
-      Draws dr = c.sampler.draw({g, params, key, 1, std::nullopt});
-      if (dr.d != cb.d || dr.steps != 1 || dr.scalars.size() != 1 || dr.trits.size() != cb.d)
-        throw Error(ErrorCode::invalid_argument, "implementation returned draws of the wrong size");
+      Draws dr = draw_one(c, g, params, key);
       ++draws, ++bound_draws, elements += cb.d;
       const ClipWindow w = clip_scalar_window(g, params);
       const float got = dr.scalars[0];
@@ -119,12 +127,8 @@ void run_tails(Ctx& c) {
                                            : ""));
         continue;
       }
-      for (std::size_t k = 0; k < cb.d; ++k) {
-        const int t = dr.trits[k];
-        if (t != 0 && t != sign_of(g[k]) && bad++ == 0)
-          msg = strf("clip %s, c = %g, %zu elements of mean %g: element %zu has trit %d, its gradient %.9g", to_string(m),
-                     cb.c, cb.d, cb.mean, k, t, static_cast<double>(g[k]));
-      }
+      count_wrong_signs(dr, g, strf("clip %s, c = %g, %zu elements of mean %g", to_string(m), cb.c, cb.d, cb.mean), bad,
+                        msg);
     }
   }
   // The clip bound at the large job's size (P.large_d: 2^20 + 3 at quick, 2^22 + 3 at ci and full), which the
@@ -142,9 +146,7 @@ void run_tails(Ctx& c) {
       Params params;
       params.clip = m;
       const StreamKey key{seed, 2, 0, static_cast<std::uint32_t>(m)};
-      Draws dr = c.sampler.draw({g, params, key, 1, std::nullopt});
-      if (dr.d != large_d || dr.steps != 1 || dr.scalars.size() != 1 || dr.trits.size() != large_d)
-        throw Error(ErrorCode::invalid_argument, "implementation returned draws of the wrong size");
+      Draws dr = draw_one(c, g, params, key);
       ++draws, ++large_draws, elements += large_d;
       const ClipWindow w = clip_scalar_window(g, params);
       const float got = dr.scalars[0];
@@ -156,12 +158,7 @@ void run_tails(Ctx& c) {
                      static_cast<double>(w.lo), static_cast<double>(w.hi));
         continue;
       }
-      for (std::size_t k = 0; k < large_d; ++k) {
-        const int t = dr.trits[k];
-        if (t != 0 && t != sign_of(g[k]) && bad++ == 0)
-          msg = strf("clip %s, %zu elements: element %zu has trit %d, its gradient %.9g", to_string(m), large_d, k, t,
-                     static_cast<double>(g[k]));
-      }
+      count_wrong_signs(dr, g, strf("clip %s, %zu elements", to_string(m), large_d), bad, msg);
     }
   }
   c.progress.add(static_cast<double>(elements), "structure");
