@@ -40,7 +40,10 @@ void note_reports(const CLI::App& sub) {
   }
 }
 
-void retire_reports(const char* command) {
+namespace {
+// Removes the noted reports that exist as regular files (a link's target); returns the paths removed.
+std::vector<std::string> remove_noted_reports() {
+  std::vector<std::string> removed;
   for (const std::string& path : noted_reports()) {
     if (tg::output_detail::is_proc_fd(path)) continue;
     std::error_code ec;
@@ -48,25 +51,60 @@ void retire_reports(const char* command) {
     if (ec) continue;                                                               // nothing there
     struct stat st {};
     if (::stat(target.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;  // FIFOs and devices stay
-    if (std::filesystem::remove(target, ec) && !ec)
-      std::fprintf(stderr, "terngrad %s: removed %s, a report of an earlier run (this run ended in an error and wrote none)\n",
-                   command, path.c_str());
+    if (std::filesystem::remove(target, ec) && !ec) removed.push_back(path);
   }
   noted_reports().clear();
+  return removed;
 }
 
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? " and " : "") + v[i];
+  return s;
+}
+
+// Said at the end of the error line: "; removed r.json, a report of an earlier run" (empty if none was there).
+std::string retired_suffix() {
+  const std::vector<std::string> removed = remove_noted_reports();
+  return removed.empty() ? std::string()
+                         : "; removed " + joined(removed) + (removed.size() > 1 ? ", reports" : ", a report") +
+                               " of an earlier run (this run wrote none)";
+}
+}  // namespace
+
+void retire_reports(const char* command) {
+  const std::vector<std::string> removed = remove_noted_reports();
+  if (!removed.empty())
+    std::fprintf(stderr, "terngrad %s: removed %s, %s of an earlier run (this run ended in an error and wrote none)\n",
+                 command, joined(removed).c_str(), removed.size() > 1 ? "reports" : "a report");
+}
+
+namespace {
+// The first line of a message and what follows it, within 500 characters: the message is shortened, not the
+// suffix.
+std::string with_suffix(const char* what, const std::string& suffix) {
+  std::string s = one_line(what);
+  const std::size_t room = suffix.size() < 400 ? 500 - suffix.size() : 100;
+  if (s.size() > room) s = s.substr(0, room - 3) + "...";
+  return s + suffix;
+}
+}  // namespace
+
 int guarded(const char* command, const std::function<int()>& fn) {
+  // The error line, with the reports of an earlier run removed at its end (one line on stderr).
   try {
     return fn();
   } catch (const tg::Error& e) {
-    std::fprintf(stderr, "terngrad %s: error (%s): %s\n", command, tg::to_string(e.code()), one_line(e.what()).c_str());
+    std::fprintf(stderr, "terngrad %s: error (%s): %s\n", command, tg::to_string(e.code()),
+                 with_suffix(e.what(), retired_suffix()).c_str());
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "terngrad %s: error: out of memory (an input or option asks for more memory than this machine gives)\n",
-                 command);
+    std::fprintf(stderr, "terngrad %s: error: out of memory (an input or option asks for more memory than this machine gives)%s\n",
+                 command, retired_suffix().c_str());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "terngrad %s: error: %s\n", command, one_line(e.what()).c_str());
+    std::fprintf(stderr, "terngrad %s: error: %s\n", command, with_suffix(e.what(), retired_suffix()).c_str());
   } catch (...) {
-    std::fprintf(stderr, "terngrad %s: error: an exception that is not a std::exception\n", command);
+    std::fprintf(stderr, "terngrad %s: error: an exception that is not a std::exception%s\n", command,
+                 retired_suffix().c_str());
   }
   return 2;
 }

@@ -301,10 +301,12 @@ def _verify(a, verify):
     return 0 if result.passed else 1
 
 
-def _retire_reports(command, a):
+def _retire_reports(a):
     """A run that ends in an error or is interrupted leaves no report of an earlier run at its --json/--junit
     paths (a pipeline reading them would take the old result for this run's), as `terngrad verify` does:
-    regular files only (a symbolic link's target, which the writer would have replaced); each removal is said."""
+    regular files only (a symbolic link's target, which the writer would have replaced). Returns the paths
+    removed, which the error line names."""
+    removed = []
     for path in (getattr(a, "json", None), getattr(a, "junit", None)):
         if not path or path == "-" or path.startswith(("/proc/", "/dev/")):
             continue
@@ -315,8 +317,8 @@ def _retire_reports(command, a):
             os.remove(target)
         except OSError:
             continue
-        print(f"{command}: removed {path}, a report of an earlier run (this run ended in an error and wrote none)",
-              file=sys.stderr)
+        removed.append(path)
+    return removed
 
 
 def main(argv=None):
@@ -331,19 +333,18 @@ def main(argv=None):
         if a.command is None:
             parser.print_help()
             return 2
-        rc = _verify(a, verify)
+        return _verify(a, verify)
     except UsageError as e:
-        print(f"{command}: error: {e}", file=sys.stderr)
-        rc = 2
+        line, rc = f"{command}: error: {e}", 2
     except verify.Unavailable as e:
-        print(f"{command}: error: {e}", file=sys.stderr)
-        rc = 2
+        line, rc = f"{command}: error: {e}", 2
     except (ValueError, TypeError, OSError) as e:  # input errors (terngrad.CodecError is a ValueError), unwritable outputs
-        print(f"{command}: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-        rc = 2
+        line, rc = f"{command}: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", 2
     except KeyboardInterrupt as e:  # includes terngrad.verify.Interrupted (SIGINT/SIGTERM during an exec: run)
-        print(f"{command}: interrupted{': ' + str(e) if str(e) else ''}; no report written", file=sys.stderr)
-        rc = 130
-    if rc in (2, 130) and a is not None:
-        _retire_reports(command, a)
+        line, rc = f"{command}: interrupted{': ' + str(e) if str(e) else ''}; no report written", 130
+    removed = _retire_reports(a) if a is not None else []
+    if removed:  # said on the same line: one line on stderr
+        line += "; removed %s, %s of an earlier run (this run wrote none)" % (
+            " and ".join(removed), "reports" if len(removed) > 1 else "a report")
+    print(line, file=sys.stderr)
     return rc
