@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,8 @@
 #include "tg/atomic_file.hpp"
 #include "tg/codec.hpp"
 #include "tg/cuda.hpp"
+
+#include "dispatch.hpp"  // detail::run_encode with EncodeRun::last: the pipeline's steps timed one by one
 
 namespace {
 
@@ -69,6 +72,64 @@ struct Row {
   double ms, gbs, ratio;
 };
 
+// Where the encode's time goes: the pipeline run up to each step (EncodeRun::last), a step's time being
+// the difference of two medians; its bytes against the copy's rate of the same run (the copy moves 8n
+// bytes, 4n read and 4n written). The totals steps add n/2048 chunk totals in one dependent chain (the
+// canonical order, tg/reduce.hpp), so their bound is latency, not bytes: ns per addition is printed too.
+std::string step_table(const float* dg, std::size_t n, void* ws, std::size_t wsb, std::uint8_t* dbody,
+                       tg::cuda::TensorResult* dres, double copy_ms, int reps) {
+  using tg::cuda::detail::Step;
+  struct Named {
+    Step step;
+    const char* name;
+    double bytes;  // moved, per element
+  };
+  const std::vector<Named> none = {{Step::max, "max |g| (after prepare)", 4}, {Step::rule, "rule", 0},
+                                   {Step::pack, "ternarize + 2bit pack", 4.25}};
+  const std::vector<Named> clip = {{Step::mean_chunks, "mean: chunk sums (after prepare)", 4},
+                                   {Step::mean_total, "mean: chunk totals in order; max |g| beside them", 0},
+                                   {Step::sigma_chunks, "sigma: chunk sums", 4},
+                                   {Step::sigma_total, "sigma: chunk totals in order", 0},
+                                   {Step::rule, "rule", 0},
+                                   {Step::pack, "ternarize + 2bit pack", 4.25}};
+  std::ostringstream md;
+  md << "| clip | step | median ms to the end of the step | step ms | fraction of the copy's rate |\n"
+     << "|---|---|---|---|---|\n";
+  double copy_bytes_per_ms = 8.0 * static_cast<double>(n) / copy_ms;
+  double chunks = std::ceil(static_cast<double>(n) / 2048.0);
+  for (bool clipping : {false, true}) {
+    tg::cuda::detail::EncodeRun run;
+    run.single = tg::cuda::DeviceTensor{dg, n, dbody, 1, 0};
+    run.total_elements = n;
+    run.params.clip = clipping ? tg::ClipMode::clip : tg::ClipMode::none;
+    run.key = {2017, 0, 1, 0};
+    double before = 0.0;
+    for (const auto& s : clipping ? clip : none) {
+      run.last = s.step;
+      double ms = median_ms(reps, [&] {
+        ++run.key.step;
+        tg::cuda::detail::run_encode(ws, wsb, run, dres, nullptr);
+      });
+      double step_ms = ms - before;
+      char fraction[96];
+      if (s.bytes > 0)
+        std::snprintf(fraction, sizeof fraction, "%.3f (%.2f bytes/element)",
+                      s.bytes * static_cast<double>(n) / copy_bytes_per_ms / step_ms, s.bytes);
+      else if (s.step == Step::rule)
+        std::snprintf(fraction, sizeof fraction, "- (one thread)");
+      else
+        std::snprintf(fraction, sizeof fraction, "- (%.0f dependent additions, %.2f ns each)", chunks,
+                      step_ms * 1e6 / chunks);
+      char line[256];
+      std::snprintf(line, sizeof line, "| %s | %s | %.4f | %.4f | %s |\n", clipping ? "clip" : "none", s.name, ms,
+                    step_ms, fraction);
+      md << line;
+      before = ms;
+    }
+  }
+  return md.str();
+}
+
 }  // namespace
 
 int run(int argc, char** argv) {
@@ -102,6 +163,7 @@ int run(int argc, char** argv) {
 
   auto cpu = tg::make_optimized_codec(0);
   std::vector<Row> rows;
+  std::string steps;  // at 2^26, the default version
   const auto& versions = tg::cuda::kernel_versions();
   for (int e = min_exp; e <= max_exp; e += 2) {
     std::size_t n = std::size_t{1} << e;
@@ -176,6 +238,7 @@ int run(int argc, char** argv) {
         rows.push_back({"decode", v, pname, e, dec, 4.0 * n / (dec * 1e6), copy_ms / dec});
       }
     }
+    if (e == 26) steps = step_table(dg, n, ws, wsb, dbody, dres, copy_ms, reps);
     for (void* p : {static_cast<void*>(dg), static_cast<void*>(dcopy), static_cast<void*>(dout),
                     static_cast<void*>(dbody), static_cast<void*>(dres), static_cast<void*>(dbad), ws})
       cudaFree(p);
@@ -190,6 +253,11 @@ int run(int argc, char** argv) {
                   r.version.c_str(), r.params.c_str(), r.ms, r.gbs, r.ratio);
     md << line;
   }
+  if (!steps.empty())
+    md << "\nThe encode's steps at 2^26, " << versions.back()
+       << " (each step's time is the difference of the medians of the pipeline run to its end and to the "
+          "end of the step before; fraction: the step's bytes at the D2D copy's rate over its time):\n\n"
+       << steps;
   std::printf("\n%s", md.str().c_str());
   if (!out_path.empty()) tg::write_file_atomic(out_path, md.str());
   return 0;

@@ -20,6 +20,11 @@ std::string missing_kernel_image();
 /// invalid_argument for an unknown name.
 int version_index(const std::string& name);
 
+/// The encode pipeline's steps. Without clipping: max, rule, pack. With clipping: mean_chunks,
+/// mean_total (the max pass runs in the same launch, beside the chains: `max` stops there too),
+/// sigma_chunks, sigma_total, rule, pack.
+enum class Step { max, mean_chunks, mean_total, sigma_chunks, sigma_total, rule, pack };
+
 /// What one encode pipeline run does.
 struct EncodeRun {
   const DeviceTensor* d_table = nullptr;  // device table of `count` tensors, or null with `single`
@@ -31,7 +36,8 @@ struct EncodeRun {
   const float* d_shared_scalar = nullptr;  // encode_with_scalar semantics when not null
   bool has_rule = false;                   // use `rule` as given (Codec::encode_body): no scalar pass
   ScalarRule rule;
-  bool pack = true;                        // false: scalar pass only (results, no body)
+  Step last = Step::pack;                  // stop after this step (rule: results, no body; the benchmark
+                                           // times each prefix of the pipeline)
   int version = -1;                        // kernel version index (-1: default)
 };
 

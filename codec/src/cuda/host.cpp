@@ -223,7 +223,7 @@ class CudaCodec final : public Codec {
     run.single = DeviceTensor{dg.as<float>(), g.size(), nullptr, 0, 0};
     run.total_elements = g.size();
     run.params = params;
-    run.pack = false;
+    run.last = detail::Step::rule;
     run.version = version_;
     std::size_t wsb = encode_workspace_bytes(1, g.size());
     DeviceBuffer ws(wsb, s);

@@ -84,23 +84,25 @@ __global__ void prepare_kernel(Workspace ws, const DeviceTensor* table, DeviceTe
   if (threadIdx.x == 0 && blockIdx.x == 0) prepare_layers(ws, table, single, count, total_elements, has_rule, rule);
 }
 
-// max |g| and the first non-finite index of every tensor; one block per packing tile.
-__global__ void max_kernel(Workspace ws, std::uint32_t count) {
-  std::uint64_t tiles = ws.tile_begin[count];
-  for (std::uint64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    std::uint64_t begin, end;
-    std::uint32_t L = tile_range(ws, count, t, &begin, &end);
-    DeviceTensor d = ws.tensors[L];
-    MaxScan s;
-    scan_tile(d.g, begin, end, aligned16(d.g), threadIdx.x, blockDim.x, s);
-    float m = s.max;
-    unsigned long long bad = s.first_bad;
-    block_reduce(m, bad);
-    if (threadIdx.x == 0) {
-      atomicMax(&ws.states[L].max_bits, __float_as_uint(m));
-      if (bad != kNoneU) atomicMin(&ws.states[L].first_bad, bad);
-    }
+// max |g| and the first non-finite index of every tensor over packing tile t, by one block.
+__device__ void max_tile(const Workspace& ws, std::uint32_t count, std::uint64_t t) {
+  std::uint64_t begin, end;
+  std::uint32_t L = tile_range(ws, count, t, &begin, &end);
+  DeviceTensor d = ws.tensors[L];
+  MaxScan s;
+  scan_tile(d.g, begin, end, aligned16(d.g), threadIdx.x, blockDim.x, s);
+  float m = s.max;
+  unsigned long long bad = s.first_bad;
+  block_reduce(m, bad);
+  if (threadIdx.x == 0) {
+    atomicMax(&ws.states[L].max_bits, __float_as_uint(m));
+    if (bad != kNoneU) atomicMin(&ws.states[L].first_bad, bad);
   }
+}
+
+// The max pass: one block per packing tile.
+__global__ void max_kernel(Workspace ws, std::uint32_t count) {
+  for (std::uint64_t t = blockIdx.x; t < ws.tile_begin[count]; t += gridDim.x) max_tile(ws, count, t);
 }
 
 // Canonical chunk totals (tg/reduce.hpp): thread i is lane i % 8 of global chunk i / 8; the 8 lanes of
@@ -122,9 +124,52 @@ __global__ void chunk_sum_kernel(Workspace ws, std::uint32_t count, bool square)
   }
 }
 
-__global__ void mean_kernel(Workspace ws, std::uint32_t count) {
-  for (std::uint32_t L = blockIdx.x * blockDim.x + threadIdx.x; L < count; L += gridDim.x * blockDim.x)
-    finish_mean(ws, L);
+// Tensor totals (tensor_total: chunk totals added in chunk order from 0.0), then set_mean or set_sigma:
+// blocks below `chain_blocks` take one tensor at a time. The additions are one dependent chain, so they
+// stay in thread 0; the block's other warps stage the totals in shared memory ahead of it
+// (double-buffered), as a one-thread loop over global memory waits on every load (on an H200, 2^26
+// elements with clipping took 9x the plain encode that way). Blocks from `chain_blocks` on do the max
+// pass meanwhile (max_tile), on the SMs the chains leave idle: the clipping pipeline runs its max pass
+// beside the mean's chains (rule needs max, mean and sigma; nothing before it needs max).
+constexpr unsigned kStage = 1024;
+__global__ void total_kernel(Workspace ws, std::uint32_t count, bool variance, unsigned chain_blocks) {
+  __shared__ __align__(16) double stage[2][kStage];  // read as double2
+  if (blockIdx.x >= chain_blocks) {
+    for (std::uint64_t t = blockIdx.x - chain_blocks; t < ws.tile_begin[count]; t += gridDim.x - chain_blocks)
+      max_tile(ws, count, t);
+    return;
+  }
+  if (!*ws.table_ok) return;  // chunk_begin is not whole; set_mean and set_sigma would ignore it anyway
+  // Warp 0 adds; the other warps load (thread 0 never waits on a global load).
+  unsigned loader = threadIdx.x - 32, loaders = blockDim.x - 32;
+  bool loads = threadIdx.x >= 32;
+  for (std::uint32_t L = blockIdx.x; L < count; L += chain_blocks) {
+    std::uint64_t begin = ws.chunk_begin[L], chunks = ws.chunk_begin[L + 1] - begin;
+    std::uint64_t tiles = (chunks + kStage - 1) / kStage;
+    if (loads)
+      for (std::uint64_t k = loader; k < kStage && k < chunks; k += loaders) stage[0][k] = ws.totals[begin + k];
+    __syncthreads();
+    double total = 0.0;
+    for (std::uint64_t t = 0; t < tiles; ++t) {
+      std::uint64_t next = (t + 1) * kStage;
+      if (loads)
+        for (std::uint64_t k = loader; k < kStage && next + k < chunks; k += loaders)
+          stage[(t + 1) & 1][k] = ws.totals[begin + next + k];
+      if (threadIdx.x == 0) {
+        const double2* in = reinterpret_cast<const double2*>(stage[t & 1]);
+        unsigned m = static_cast<unsigned>(chunks - t * kStage < kStage ? chunks - t * kStage : kStage);
+#pragma unroll 8
+        for (unsigned k = 0; k < m / 2; ++k) {
+          double2 v = in[k];
+          total = total + v.x;
+          total = total + v.y;
+        }
+        if (m % 2) total = total + stage[t & 1][m - 1];
+      }
+      __syncthreads();  // buffer t & 1 is loaded again in step t + 1
+    }
+    if (threadIdx.x == 0) variance ? set_sigma(ws, L, total) : set_mean(ws, L, total);
+  }
 }
 
 // One thread per tensor: sigma, clip bound, scalar and rule; writes the caller's results.
@@ -236,7 +281,8 @@ int version_index(const std::string& name) {
 void run_encode(void* d_workspace, std::size_t workspace_bytes, const EncodeRun& run, TensorResult* d_results,
                 cudaStream_t stream) {
   if (!run.has_rule) validate(run.params);
-  if (run.pack && run.params.packing != Packing::two_bit && run.params.packing != Packing::base3)
+  bool pack = run.last == Step::pack;
+  if (pack && run.params.packing != Packing::two_bit && run.params.packing != Packing::base3)
     throw Error(ErrorCode::invalid_argument, "CUDA encode: packing must be 2bit or base3");
   if (!run.d_table) check_count(run.total_elements);
   if (run.count == 0) return;
@@ -257,23 +303,31 @@ void run_encode(void* d_workspace, std::size_t workspace_bytes, const EncodeRun&
   prepare_kernel<<<1, 32, 0, stream>>>(ws, run.d_table, run.single, run.count, run.total_elements, run.has_rule, run.rule);
   check_launch("prepare_kernel launch");
   if (!run.has_rule) {
-    max_kernel<<<tile_blocks, kThreads, 0, stream>>>(ws, run.count);
-    check_launch("max_kernel launch");
     bool clipping = run.params.clip != ClipMode::none;
-    if (clipping) {
+    if (!clipping) {
+      max_kernel<<<tile_blocks, kThreads, 0, stream>>>(ws, run.count);
+      check_launch("max_kernel launch");
+      if (run.last == Step::max) return;
+    } else {
+      // mean: chunk sums, then the chains with the max pass beside them; sigma: chunk sums, chains.
       unsigned sum_blocks = launch_for(l.chunk_capacity * kReduceLanes, kThreads);
-      chunk_sum_kernel<<<sum_blocks, kThreads, 0, stream>>>(ws, run.count, false);
-      check_launch("chunk_sum_kernel (mean) launch");
-      mean_kernel<<<layer_blocks, kThreads, 0, stream>>>(ws, run.count);
-      check_launch("mean_kernel launch");
-      chunk_sum_kernel<<<sum_blocks, kThreads, 0, stream>>>(ws, run.count, true);
-      check_launch("chunk_sum_kernel (variance) launch");
+      unsigned chain_blocks = launch_for(run.count, 1);
+      for (bool variance : {false, true}) {
+        chunk_sum_kernel<<<sum_blocks, kThreads, 0, stream>>>(ws, run.count, variance);
+        check_launch("chunk_sum_kernel launch");
+        if (run.last == (variance ? Step::sigma_chunks : Step::mean_chunks)) return;
+        total_kernel<<<chain_blocks + (variance ? 0 : tile_blocks), kThreads, 0, stream>>>(ws, run.count, variance,
+                                                                                           chain_blocks);
+        check_launch("total_kernel launch");
+        if (run.last == (variance ? Step::sigma_total : Step::mean_total) || (!variance && run.last == Step::max))
+          return;
+      }
     }
     rule_kernel<<<layer_blocks, kThreads, 0, stream>>>(ws, run.count, clipping, run.params.c, run.d_shared_scalar,
                                                        d_results);
     check_launch("rule_kernel launch");
   }
-  if (!run.pack) return;
+  if (!pack) return;
   bool base3 = run.params.packing == Packing::base3;
   if (version == 0)
     pack_kernel<0><<<tile_blocks, kThreads, 0, stream>>>(ws, run.count, run.key, base3);

@@ -486,11 +486,20 @@ TG_HD_INLINE double tensor_total(const Workspace& ws, std::uint32_t L) {
   return total;
 }
 
-/// mean = total / n of tensor L (after the first chunk-sum pass).
-TG_HD_INLINE void finish_mean(const Workspace& ws, std::uint32_t L) {
+/// mean = total / n of tensor L, total being its chunk totals of the first pass added in chunk order
+/// (tensor_total; the device adds them in one block, staged through shared memory).
+TG_HD_INLINE void set_mean(const Workspace& ws, std::uint32_t L, double total) {
   std::uint64_t n = ws.tensors[L].n;
   if (n == 0 || ws.states[L].first_bad != kNoneU || !*ws.table_ok) return;
-  ws.states[L].mean = tensor_total(ws, L) / static_cast<double>(n);
+  ws.states[L].mean = total / static_cast<double>(n);
+}
+
+/// sigma = sqrt(total / n) of tensor L, total being its chunk totals of the second (squared) pass
+/// added in chunk order.
+TG_HD_INLINE void set_sigma(const Workspace& ws, std::uint32_t L, double total) {
+  std::uint64_t n = ws.tensors[L].n;
+  if (n == 0 || ws.states[L].first_bad != kNoneU || !*ws.table_ok) return;
+  ws.states[L].sigma = ::sqrt(total / static_cast<double>(n));
 }
 
 TG_HD_INLINE float positive_infinity() {
@@ -500,17 +509,13 @@ TG_HD_INLINE float positive_infinity() {
   return f;
 }
 
-/// sigma (after the second pass), clip bound c*sigma as float, scalar and rule of tensor L; returns
-/// the caller's result (codec/src/common/api.cpp: own_rule, encode_with_scalar).
+/// Clip bound c*sigma as float (sigma set by set_sigma when clipping), scalar and rule of tensor L;
+/// returns the caller's result (codec/src/common/api.cpp: own_rule, encode_with_scalar).
 TG_HD_INLINE TensorResult finish_rule(const Workspace& ws, std::uint32_t L, bool clipping, double c,
                                       const float* shared_scalar) {
   LayerState& s = ws.states[L];
-  std::uint64_t n = ws.tensors[L].n;
   float bound = positive_infinity();
-  if (clipping) {
-    if (n > 0 && s.first_bad == kNoneU && *ws.table_ok) s.sigma = ::sqrt(tensor_total(ws, L) / static_cast<double>(n));
-    bound = static_cast<float>(c * s.sigma);
-  }
+  if (clipping) bound = static_cast<float>(c * s.sigma);
   float max_abs;
   std::memcpy(&max_abs, &s.max_bits, 4);
   s.rule = rule_for(max_abs, bound, shared_scalar);
@@ -518,8 +523,10 @@ TG_HD_INLINE TensorResult finish_rule(const Workspace& ws, std::uint32_t L, bool
   r.scalar = s.first_bad == kNoneU ? s.rule.scalar : 0.0f;
   r.bound = bound;
   r.first_bad = *ws.table_ok ? s.first_bad : kBadTableU;
-  r.mean = s.mean;
-  r.sigma = s.sigma;
+  // A tensor with a non-finite value reports 0 for both: on the device its mean may have been set from
+  // NaN sums before the max pass (beside the mean's chains) found the value.
+  r.mean = s.first_bad == kNoneU ? s.mean : 0.0;
+  r.sigma = s.first_bad == kNoneU ? s.sigma : 0.0;
   return r;
 }
 

@@ -315,8 +315,10 @@ Replay replay_encode_layers(const std::vector<std::vector<float>>& layers, const
         for (unsigned k = 0; k < tg::kReduceLanes; ++k) lane[k] = chunk_lane_sum(ws, count, c, k, square);
         ws.totals[c] = tg::combine_lanes(lane);
       }
-      if (!square)
-        for (std::uint32_t L = 0; L < count; ++L) finish_mean(ws, L);
+      for (std::uint32_t L = 0; L < count; ++L) {
+        double total = tensor_total(ws, L);
+        square ? set_sigma(ws, L, total) : set_mean(ws, L, total);
+      }
     }
   }
   for (std::uint32_t L = 0; L < count; ++L) r.results.push_back(finish_rule(ws, L, clipping, p.c, nullptr));
