@@ -107,8 +107,11 @@ std::vector<float> student(std::size_t d, double scale, PhiloxWordStream& rng) {
   return g;
 }
 
-/// Keep-probability ladder: g[0] = 1 (so s = max|g| = 1 and p = |g|), then magnitudes log-uniform
-/// in the bin picked by k % 16, each a float in [lower, upper), with a random sign.
+/// Keep-probability ladder of 2d elements: g[0] = 1 (so s = max|g| = 1 and p = |g|), then, up to d,
+/// magnitudes log-uniform in the bin picked by k % 16, each a float in [lower, upper), with a random
+/// sign; then d magnitudes 1/U, U uniform in (2^12, 2^18], with a random sign: keep probabilities in
+/// [2^-18, 2^-12) whose expected keeps are the same in every octave (density proportional to 1/p^2),
+/// so that a loss of all keeps below 2^-16 (or 2^-14) is a third (two thirds) of them.
 std::vector<float> pladder(std::size_t d, PhiloxWordStream& rng) {
   struct Bin { double lower, upper; };
   static const Bin bins[16] = {
@@ -117,7 +120,7 @@ std::vector<float> pladder(std::size_t d, PhiloxWordStream& rng) {
       {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11},
       {0x1p-11, 0x1p-10}, {0x1p-10, 0x1p-6},  {0x1p-22, 0x1p-18}, {0x1p-1, 1.0},
   };
-  std::vector<float> g(d);
+  std::vector<float> g(2 * d);
   g[0] = 1.0f;
   for (std::size_t k = 1; k < d; ++k) {
     const Bin& bin = bins[k % 16];
@@ -125,6 +128,12 @@ std::vector<float> pladder(std::size_t d, PhiloxWordStream& rng) {
     const float lower = static_cast<float>(bin.lower);
     const float below_upper = std::nextafter(static_cast<float>(bin.upper), 0.0f);
     const float m = std::clamp(static_cast<float>(magnitude), lower, below_upper);
+    g[k] = rng.uniform() < 0.5 ? -m : m;
+  }
+  const float lowest = 0x1p-18f, below_top = std::nextafter(0x1p-12f, 0.0f);
+  for (std::size_t k = d; k < 2 * d; ++k) {
+    const double U = 0x1p12 + (0x1p18 - 0x1p12) * (1.0 - rng.uniform());
+    const float m = std::clamp(static_cast<float>(1.0 / U), lowest, below_top);
     g[k] = rng.uniform() < 0.5 ? -m : m;
   }
   return g;

@@ -32,6 +32,8 @@ TEST(FamilyShapes, EveryFamilyHasItsSizeAndFiniteValues) {
     if (f == "lenet") {
       EXPECT_EQ(g.size(), 61706u);
       EXPECT_EQ(g.layers.size(), 10u);
+    } else if (f == "pladder") {
+      EXPECT_EQ(g.size(), 2000u);  // the ladder, then as many in [2^-18, 2^-12)
     } else {
       EXPECT_EQ(g.size(), 1000u) << f;
     }
@@ -199,8 +201,9 @@ TEST(FamilyMoments, LenetHasDeadRowsOnlyInFc1AndFc2) {
   }
 }
 
-// The ladder's bins, by index: [2^-22, 2^-18), [2^-12, 2^-11), [2^-11, 2^-10), [2^-10, 2^-6), [2^-6, 2^-1),
-// [2^-1, 1), and the single 1.0. -1 means below the ladder, or between 2^-18 and 2^-12 (no bin).
+// The ladder's bins (pladder's first half), by index: [2^-22, 2^-18), [2^-12, 2^-11), [2^-11, 2^-10),
+// [2^-10, 2^-6), [2^-6, 2^-1), [2^-1, 1), and the single 1.0. -1 means below the ladder, or between 2^-18
+// and 2^-12 (no bin of the first half).
 int ladder_bin(float magnitude) {
   if (magnitude >= 0x1p-18f && magnitude < 0x1p-12f) return -1;
   const float edges[] = {0x1p-22f, 0x1p-12f, 0x1p-11f, 0x1p-10f, 0x1p-6f, 0x1p-1f, 1.0f};
@@ -217,14 +220,41 @@ int expected_ladder_bin(std::size_t k) {
   return r <= 3 ? 1 : static_cast<int>(r) - 2;
 }
 
+// The second half: d magnitudes 1/U in [2^-18, 2^-12), U uniform in (2^12, 2^18]; so the two-octave bins
+// [2^-18, 2^-16), [2^-16, 2^-14), [2^-14, 2^-12) hold 3/4, 3/16 and 3/64 of (2^18 / (2^18 - 2^12)) of them,
+// and the same sum of magnitudes, d 2 ln 2 / (2^18 - 2^12) each. Counts within 6 binomial SD; sums within
+// 6 SD of a sum of d independent terms.
+void check_ladder_tail(const std::vector<float>& g, std::size_t d) {
+  const double width = 0x1p18 - 0x1p12;
+  const double share[3] = {(0x1p18 - 0x1p16) / width, (0x1p16 - 0x1p14) / width, (0x1p14 - 0x1p12) / width};
+  std::size_t counts[3] = {0, 0, 0}, negatives = 0;
+  double sums[3] = {0, 0, 0}, squares[3] = {0, 0, 0};
+  for (std::size_t k = d; k < 2 * d; ++k) {
+    const float m = std::abs(g[k]);
+    ASSERT_TRUE(m >= 0x1p-18f && m < 0x1p-12f) << "k " << k << " value " << g[k];
+    const int b = m < 0x1p-16f ? 0 : (m < 0x1p-14f ? 1 : 2);
+    ++counts[b], sums[b] += m, squares[b] += static_cast<double>(m) * m;
+    negatives += g[k] < 0;
+  }
+  const double n = static_cast<double>(d);
+  for (int b = 0; b < 3; ++b) {
+    EXPECT_NEAR(static_cast<double>(counts[b]), n * share[b], 6 * std::sqrt(n * share[b] * (1 - share[b])) + 1) << b;
+    // E[m 1(bin b)] = 2 ln 2 / width; its variance is below E[m^2 1(bin b)] = (upper - lower) / width
+    const double upper = b == 0 ? 0x1p-16 : (b == 1 ? 0x1p-14 : 0x1p-12);
+    EXPECT_NEAR(sums[b], n * 2 * std::log(2.0) / width, 6 * std::sqrt(n * (upper - upper / 4) / width)) << b;
+  }
+  EXPECT_NEAR(static_cast<double>(negatives), n / 2, 6 * std::sqrt(n / 4) + 1);
+}
+
 void check_ladder(std::size_t d) {
   const auto g = make_gradient("pladder", d, 17).layers[0].g;
-  ASSERT_EQ(g.size(), d);
+  ASSERT_EQ(g.size(), 2 * d);
+  check_ladder_tail(g, d);
   EXPECT_EQ(g[0], 1.0f);
   float max_abs = 0;
   std::size_t ones = 0, negatives = 0;
   std::vector<std::size_t> counts(7, 0);
-  for (std::size_t k = 0; k < d; ++k) {
+  for (std::size_t k = 0; k < d; ++k) {  // the ladder, the first half
     const float m = std::abs(g[k]);
     max_abs = std::max(max_abs, m);
     ones += m == 1.0f;
@@ -248,9 +278,10 @@ void check_ladder(std::size_t d) {
 
 TEST(FamilyLadder, BinsHoldExactlyTheCountsOfTheRuleAtD1000) {
   check_ladder(1000);
-  // 1000 = 125 * 8: 124 + 3 * 125 in [2^-12, 2^-11), and 62 (k % 16 = 14: k = 14, 30, .., 990) below 2^-18
+  // 1000 = 125 * 8: 124 + 3 * 125 in [2^-12, 2^-11), and 62 (k % 16 = 14: k = 14, 30, .., 990) below 2^-18;
+  // the second half's 1000 lie in [2^-18, 2^-12)
   const auto g = make_gradient("pladder", 1000, 17).layers[0].g;
-  EXPECT_EQ(std::count_if(g.begin(), g.end(), [](float x) { return std::abs(x) < 0x1p-11f; }), 499 + 62);
+  EXPECT_EQ(std::count_if(g.begin(), g.end(), [](float x) { return std::abs(x) < 0x1p-11f; }), 499 + 62 + 1000);
   EXPECT_EQ(std::count_if(g.begin(), g.end(), [](float x) { return std::abs(x) < 0x1p-18f; }), 62);
 }
 

@@ -145,7 +145,8 @@ void deterministic_row(Row& r, double S, double tol, const std::string& what);
 // ---- the per-gradient job: structure, unbiased (per coordinate, pooled, by bins of p), variance,
 // independence (several scales and lags) --------------------------------------------------------
 
-/// Keep-probability bins of the bias-by-p rows: [edge[i], edge[i+1]).
+/// Keep-probability bins of the bias-by-p rows: [edge[i], edge[i+1]), kPBins of them.
+inline constexpr std::size_t kPBins = 12;
 const std::vector<double>& p_bin_edges();
 std::string p_bin_label(std::size_t bin);
 /// Block scales and lags of the independence rows.

@@ -14,15 +14,16 @@
 namespace tg::verify::checks {
 
 const std::vector<double>& p_bin_edges() {
-  static const std::vector<double> edges = {0.0,        0x1p-12, 0x1p-11, 0x1p-10, 0x1p-6,
-                                            0x1p-3,     0.5,     0.875,   1.0 - 0x1p-10, 1.0};
+  static const std::vector<double> edges = {0.0,     0x1p-18, 0x1p-16, 0x1p-14, 0x1p-12,      0x1p-11, 0x1p-10,
+                                            0x1p-6,  0x1p-3,  0.5,     0.875,   1.0 - 0x1p-10, 1.0};
   return edges;
 }
 
 std::string p_bin_label(std::size_t bin) {
-  static const char* names[] = {"p<2^-12",   "p in [2^-12,2^-11)", "p in [2^-11,2^-10)", "p in [2^-10,2^-6)",
-                                "p in [2^-6,1/8)", "p in [1/8,1/2)",  "p in [1/2,7/8)",    "p in [7/8,1-2^-10)",
-                                "p in [1-2^-10,1)"};
+  static const char* names[kPBins] = {
+      "p<2^-18",           "p in [2^-18,2^-16)", "p in [2^-16,2^-14)", "p in [2^-14,2^-12)",
+      "p in [2^-12,2^-11)", "p in [2^-11,2^-10)", "p in [2^-10,2^-6)",  "p in [2^-6,1/8)",
+      "p in [1/8,1/2)",    "p in [1/2,7/8)",     "p in [7/8,1-2^-10)", "p in [1-2^-10,1)"};
   return names[bin];
 }
 
@@ -31,9 +32,10 @@ namespace {
 // A bin row is planned only where it can see a total loss of the bin's rarer outcome: the Bernstein
 // threshold plus the power margin, at a fixed alpha = 1e-12 and beta = 1e-3 (so the plan does not
 // depend on the number of decisions), must not exceed R = n sum_bin min(p, 1-p).
-// The bin below 2^-12 is also planned where the excess of a keep floor at 2^-16 (16-bit uniforms: every
-// p < 2^-16 kept at 2^-16), F = n sum_bin max(0, 2^-16 - p), would be detectable so: there the error of a
-// short uniform is an excess of keeps, not a loss of them.
+// The bin below 2^-18 is also planned where the excess of a keep floor at 2^-16 (16-bit uniforms: every
+// p < 2^-16 kept at 2^-16), F = n sum_bin (2^-16 - p), would be detectable so: there the error of a
+// short uniform is an excess of keeps, not a loss of them. The three bins of two octaves above it see
+// keep probabilities lost below 2^-16 or 2^-14 (float16 with flush to zero), where R allows.
 bool bin_planned(double R, double V, double F = 0.0) {
   const double need = bernstein_threshold(V, 1.0, 1e-12) + bernstein_one_sided(V, 1.0, 1e-3);
   return R > 0.0 && (need <= R || need <= F);
@@ -68,9 +70,9 @@ struct Spec {
   std::vector<double> p;        // spec keep probability per element (job order)
   std::vector<int> bin;         // p bin per element, -1 none
   double pool_V = 0.0, var_V = 0.0;
-  std::array<double, 9> bin_weight{};  // sum min(p, 1-p) per bin
-  std::array<double, 9> bin_var{};     // sum p(1-p) per bin
-  double floor_excess = 0.0;           // sum over p < 2^-16 of 2^-16 - p (bin_planned)
+  std::array<double, kPBins> bin_weight{};  // sum min(p, 1-p) per bin
+  std::array<double, kPBins> bin_var{};     // sum p(1-p) per bin
+  double floor_excess = 0.0;           // sum over the bin p < 2^-18 of 2^-16 - p (bin_planned)
   bool own_scalar = true;
 };
 
@@ -135,7 +137,7 @@ Spec make_spec(const JobSpec& job) {
       sp.bin[l.off + k] = b;
       if (b >= 0) sp.bin_weight[static_cast<std::size_t>(b)] += std::min(p, 1 - p);
       if (b >= 0) sp.bin_var[static_cast<std::size_t>(b)] += p * (1 - p);
-      if (p > 0.0 && p < 0x1p-16) sp.floor_excess += 0x1p-16 - p;
+      if (b == 0) sp.floor_excess += 0x1p-16 - p;  // p < 2^-18 < 2^-16
     }
   }
   return sp;
@@ -326,7 +328,7 @@ struct JobState {
   std::string structure_msg;
   std::vector<std::uint32_t> count;
   double pooled_S = 0.0, drift_S = 0.0, var_S = 0.0;
-  std::array<double, 9> bin_S{}, bin_D{}, bin_V{};  // by bins of p: pooled terms, drift terms, variance
+  std::array<double, kPBins> bin_S{}, bin_D{}, bin_V{};  // by bins of p: pooled terms, drift terms, variance
   IndepPlan ip;
   std::vector<Acc> blockacc, lagacc;
   std::vector<std::uint8_t> must_keep;  // sure keeps: |x| >= observed scalar (p = 1)
@@ -388,7 +390,7 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
   // out of the pooled sums. So a keep-rate error that changes sign along p, and cancels in a total or a bin,
   // shows at the p where it changes sign.
   PartialWalk walk_bias, walk_drift;
-  std::array<PartialWalk, 9> bin_walk_bias, bin_walk_drift;
+  std::array<PartialWalk, kPBins> bin_walk_bias, bin_walk_drift;
   if (random) out.terms.reserve(D);
   for (const auto& [p_e, e] : p_order(sp.p)) {
     const double term = st.must_keep[e] ? count[e] * (1.0 - phat[e]) : count[e] - n * phat[e];
@@ -530,7 +532,7 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
   // pooled terms and (drift-by-p) in the same terms times sign(x_k): an error that depends on p and on the
   // sign, and cancels in both totals (too high for one sign and too low for the other in one range of p).
   if (job.p_bins) {
-    std::array<double, 9> rarer{};  // per bin: expected count of the rarer outcome, n sum min(p, 1 - p)
+    std::array<double, kPBins> rarer{};  // per bin: expected count of the rarer outcome, n sum min(p, 1 - p)
     for (std::size_t e = 0; e < D; ++e)
       if (sp.bin[e] >= 0) rarer[static_cast<std::size_t>(sp.bin[e])] += n * std::min(phat[e], 1.0 - phat[e]);
     for (Pooled what : {Pooled::bias, Pooled::drift})
@@ -825,7 +827,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
           clean = bad == 0;
         }
         if (clean) {
-          std::array<double, 9> bs = bin_S, bd = bin_D;
+          std::array<double, kPBins> bs = bin_S, bd = bin_D;
           std::uint32_t* cnt = count.data() + l.off;
           const std::int8_t* sg = sgn.data() + l.off;
           const double* ph = phat.data() + l.off;
