@@ -1453,6 +1453,29 @@ TEST(Battery, CollisionFindsAKeyReusedAThousandStepsLater) {
   expect_collision_finds(bad, o, "1001 steps later", "against steps 0..4095");
 }
 
+// Key maps that collide only at keys with decimal structure: a step reduced modulo 10^6 (step 10^6 draws step
+// 0's stream), and the fields packed in decimal, step x 10^4 + tensor (tensor 10^4 at step 0 draws tensor 0's
+// stream of step 1). Both are found among the listed probe keys (powers of ten as steps, tensors, workers).
+TEST(Battery, CollisionFindsKeyMapsThatCollideAtPowersOfTen) {
+  Options o = small_options(512, 16, 4, all_checks_but({"collision"}));
+  PerStepKeySampler mod("step-mod-1e6", [](const StreamKey& k, std::uint32_t j) {
+    StreamKey q = k;
+    q.step = (k.step + j) % 1000000u;
+    return q;
+  });
+  expect_collision_finds(mod, o, "step 1000000", "powers of ten from 10 to 10^9");
+  PerStepKeySampler packed("step-x-1e4-plus-tensor", [](const StreamKey& k, std::uint32_t j) {
+    // in 64 bits, as a generator seeded with it would have it; the high word moves the stream elsewhere
+    const std::uint64_t v = (std::uint64_t{k.step} + j) * 10000u + k.tensor;
+    StreamKey q = k;
+    q.tensor = 0;
+    q.step = static_cast<std::uint32_t>(v);
+    if (v >> 32) q.seed ^= mix64(v >> 32);
+    return q;
+  });
+  expect_collision_finds(packed, o, "tensor 10000", "powers of ten from 10 to 10^9");
+}
+
 // Two steps of one key that share a stream: a generator seeded from a short hash of the key (np.random.seed
 // takes 32 bits), or a step that enters the key through a 16-bit hash. Each row is drawn under its own
 // rewritten key; here steps 2k and 2k + 1 share a stream from step 16 to 65533, so the long probe's steps

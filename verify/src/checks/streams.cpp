@@ -151,6 +151,15 @@ std::vector<KeyBlock> collision_keys(std::uint64_t S) {
   for (std::uint32_t t : {16u, 256u, 65536u, 0x80000000u, 0xffffffffu}) k.push_back({{S, 0, t, 0}, 1});
   // (bit 62, not 63: the battery's seeds stay below 2^63 for codecs that parse them as signed)
   for (std::uint64_t s : {S ^ (std::uint64_t{1} << 32), S ^ (std::uint64_t{1} << 62), S + 1}) k.push_back({{s, 0, 0, 0}, 1});
+  // Powers of ten as steps, tensors and workers: key maps that pack fields in decimal (step x 10^4 + tensor
+  // meets (tensor 10^4, step 0) at (step 1, tensor 0)) or reduce one modulo a power of ten (step mod 10^6
+  // meets step 10^6 at step 0) collide only at such keys.
+  for (std::uint64_t power = 10; power <= 1000000000u; power *= 10) {
+    const auto p = static_cast<std::uint32_t>(power);
+    k.push_back({{S, 0, 0, p}, 1});
+    k.push_back({{S, 0, p, 0}, 1});
+    k.push_back({{S, p, 0, 0}, 1});
+  }
   return k;
 }
 
@@ -623,8 +632,8 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   r.pass = repeats == 0;
   r.detail = repeats ? "streams reused: " + first + (repeats > 1 ? strf(" (and %llu more)", static_cast<unsigned long long>(repeats - 1)) : "")
                      : strf("%zu streams of %zu mask bits (%zu keys: steps 0..3 x workers 0..3 x tensors 0..1, steps "
-                            "near 2^16, 2^31 and 2^32, workers and tensors up to 2^32-1, seeds differing in the high "
-                            "word) in each of %zu passes, and 4 streams of %s mask bits (clip %s), each pass scanned on its own; %llu windows at every "
+                            "near 2^16, 2^31 and 2^32, workers and tensors up to 2^32-1, powers of ten from 10 to 10^9 as "
+                            "steps, tensors and workers, seeds differing in the high word) in each of %zu passes, and 4 streams of %s mask bits (clip %s), each pass scanned on its own; %llu windows at every "
                             "offset; %s; false-fail probability <= %.2g",
                             streams.size(), d, keys.size(), passes.size(), big_size.c_str(), pass_names.c_str(),
                             static_cast<unsigned long long>(windows),
