@@ -2028,42 +2028,40 @@ void expect_bins_calibrated(const std::function<std::vector<float>(std::mt19937_
   std::printf("%zu of %zu row-runs failed at alpha %.3g each (bound %zu)\n", fails, z.size() * seeds, alpha, k);
 }
 
+// 65,536 elements: g_0 = 1 (so p = |g|), then magnitude(k, u) for u uniform in [0, 1), with a random sign.
+std::function<std::vector<float>(std::mt19937_64&)> ladder_of(std::function<float(std::size_t, double)> magnitude) {
+  return [magnitude](std::mt19937_64& rng) {
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    std::vector<float> g(65536);
+    g[0] = 1.0f;
+    for (std::size_t k = 1; k < g.size(); ++k) {
+      const float m = magnitude(k, u(rng));
+      g[k] = u(rng) < 0.5 ? -m : m;
+    }
+    return g;
+  };
+}
+
 // The bin p < 2^-18 where a 16-bit uniform's floor plans it: a handful of expected keeps (R about 5.4 at ci's
 // pladder), so its standardized statistic is far from normal; its variance is exact, so its SD over seeds is 1,
 // and Bernstein keeps its false-fail rate below its alpha. Checked in the same regime as ci's pladder
 // (R about 5.4, F about 59: half of 65,536 elements in [2^-22, 2^-18), 128 draws) over 300 seeds.
 TEST(Calibrate, TheBinBelow2To18IsCalibratedWhereItIsPlanned) {
-  expect_bins_calibrated(
-      [](std::mt19937_64& rng) {
-        std::uniform_real_distribution<double> u(0.0, 1.0);
-        std::vector<float> g(65536);
-        g[0] = 1.0f;
-        for (std::size_t k = 1; k < g.size(); ++k) {
-          const double lo = k % 2 ? 0x1p-22 : 0x1p-12, hi = k % 2 ? 0x1p-18 : 0x1p-11;
-          const float m = static_cast<float>(lo * std::pow(hi / lo, u(rng)));
-          g[k] = u(rng) < 0.5 ? -m : m;
-        }
-        return g;
-      },
-      128, 300, {"p<2^-18"});
+  expect_bins_calibrated(ladder_of([](std::size_t k, double u) {
+                           const double lo = k % 2 ? 0x1p-22 : 0x1p-12, hi = k % 2 ? 0x1p-18 : 0x1p-11;
+                           return static_cast<float>(lo * std::pow(hi / lo, u));
+                         }),
+                         128, 300, {"p<2^-18"});
 }
 
 // The three bins between 2^-18 and 2^-12 in ci's regime: 65,536 elements like pladder's second half (density
 // proportional to 1/p^2, so R = 360 in each bin at 1024 draws) over 100 seeds.
 TEST(Calibrate, TheBinsFrom2To18To2To12AreCalibratedWhereTheyArePlanned) {
-  expect_bins_calibrated(
-      [](std::mt19937_64& rng) {
-        std::uniform_real_distribution<double> u(0.0, 1.0);
-        std::vector<float> g(65536);
-        g[0] = 1.0f;
-        for (std::size_t k = 1; k < g.size(); ++k) {
-          const float m = std::clamp(static_cast<float>(1.0 / (0x1p12 + (0x1p18 - 0x1p12) * (1.0 - u(rng)))), 0x1p-18f,
-                                     std::nextafter(0x1p-12f, 0.0f));
-          g[k] = u(rng) < 0.5 ? -m : m;
-        }
-        return g;
-      },
-      1024, 100, {"p in [2^-18,2^-16)", "p in [2^-16,2^-14)", "p in [2^-14,2^-12)"});
+  expect_bins_calibrated(ladder_of([](std::size_t, double u) {
+                           return std::clamp(static_cast<float>(1.0 / (0x1p12 + (0x1p18 - 0x1p12) * (1.0 - u))), 0x1p-18f,
+                                             std::nextafter(0x1p-12f, 0.0f));
+                         }),
+                         1024, 100, {"p in [2^-18,2^-16)", "p in [2^-16,2^-14)", "p in [2^-14,2^-12)"});
 }
 
 TEST(Calibrate, AWrongCodecIsNotCalibrated) {
