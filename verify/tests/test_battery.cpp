@@ -1438,16 +1438,20 @@ void expect_collision_finds(Sampler& bad, const Options& o, const std::string& f
   EXPECT_TRUE(any_detail(good, covered)) << format_table(good);
 }
 
+// A key whose step field holds the 64-bit value v, as a generator seeded with v would have it: no wrap at
+// 2^32 (which the probe's keys near 2^31 and 2^32 would catch); v's high word moves the stream elsewhere.
+StreamKey with_wide_step(StreamKey k, std::uint64_t v) {
+  k.step = static_cast<std::uint32_t>(v);
+  if (v >> 32) k.seed ^= mix64(v >> 32);
+  return k;
+}
+
 TEST(Battery, CollisionFindsAKeyReusedAThousandStepsLater) {
   Options o = small_options(512, 16, 4, all_checks_but({"collision"}));  // long probe: 256 x 16 = 4096 steps, 256 elements
   RewritingSampler bad("key-stride-1001", [](const DrawRequest& r) {
-    // the key in 64 bits, as a generator seeded with it would have it: no wrap at 2^32 (which the probe's
-    // worker 2^31 would catch); the high word moves the stream elsewhere
-    const std::uint64_t v = r.key.step + std::uint64_t{1001} * r.key.worker;
     DrawRequest q = r;
     q.key.worker = 0;
-    q.key.step = static_cast<std::uint32_t>(v);
-    if (v >> 32) q.key.seed ^= mix64(v >> 32);
+    q.key = with_wide_step(q.key, r.key.step + std::uint64_t{1001} * r.key.worker);
     return q;
   });
   expect_collision_finds(bad, o, "1001 steps later", "against steps 0..4095");
@@ -1465,13 +1469,9 @@ TEST(Battery, CollisionFindsKeyMapsThatCollideAtPowersOfTen) {
   });
   expect_collision_finds(mod, o, "step 1000000", "powers of ten from 10 to 10^9");
   PerStepKeySampler packed("step-x-1e4-plus-tensor", [](const StreamKey& k, std::uint32_t j) {
-    // in 64 bits, as a generator seeded with it would have it; the high word moves the stream elsewhere
-    const std::uint64_t v = (std::uint64_t{k.step} + j) * 10000u + k.tensor;
     StreamKey q = k;
     q.tensor = 0;
-    q.step = static_cast<std::uint32_t>(v);
-    if (v >> 32) q.seed ^= mix64(v >> 32);
-    return q;
+    return with_wide_step(q, (std::uint64_t{k.step} + j) * 10000u + k.tensor);
   });
   expect_collision_finds(packed, o, "tensor 10000", "powers of ten from 10 to 10^9");
 }
