@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <cstdint>
 #include <string>
@@ -33,7 +34,7 @@ TEST(FamilyShapes, EveryFamilyHasItsSizeAndFiniteValues) {
       EXPECT_EQ(g.size(), 61706u);
       EXPECT_EQ(g.layers.size(), 10u);
     } else if (f == "pladder") {
-      EXPECT_EQ(g.size(), 2000u);  // the ladder, then as many in [2^-18, 2^-12)
+      EXPECT_EQ(g.size(), 2500u);  // the ladder, then as many in [2^-18, 2^-12), then half as many near 1
     } else {
       EXPECT_EQ(g.size(), 1000u) << f;
     }
@@ -222,34 +223,39 @@ int expected_ladder_bin(std::size_t k) {
 
 // The second half: d magnitudes 1/U in [2^-18, 2^-12), U uniform in (2^12, 2^18]; so the two-octave bins
 // [2^-18, 2^-16), [2^-16, 2^-14), [2^-14, 2^-12) hold 3/4, 3/16 and 3/64 of (2^18 / (2^18 - 2^12)) of them,
-// and the same sum of magnitudes, d 2 ln 2 / (2^18 - 2^12) each. Counts within 6 binomial SD; sums within
-// 6 SD of a sum of d independent terms.
-void check_ladder_tail(const std::vector<float>& g, std::size_t d) {
-  const double width = 0x1p18 - 0x1p12;
-  const double share[3] = {(0x1p18 - 0x1p16) / width, (0x1p16 - 0x1p14) / width, (0x1p14 - 0x1p12) / width};
+// and the same sum of magnitudes, d 2 ln 2 / (2^18 - 2^12) each. The third part: floor(d/2) magnitudes
+// 1 - 1/U, U uniform in (2^10, 2^16], so the same holds for q = 1 - |g| in [2^-16, 2^-14), [2^-14, 2^-12),
+// [2^-12, 2^-10) (q is a multiple of 2^-24, the float spacing below 1: a relative error of at most 2^-8,
+// far inside the sums' tolerance). Counts within 6 binomial SD; sums within 6 SD of a sum of independent
+// terms. `low` is log2 of the smallest value of 1/U, `q` maps an element to its 1/U.
+void check_ladder_part(const std::vector<float>& g, std::size_t begin, std::size_t end, int low,
+                       const std::function<double(float)>& q) {
+  const double lo = std::ldexp(1.0, low), width = std::ldexp(1.0, -low) - std::ldexp(1.0, -low - 6);
   std::size_t counts[3] = {0, 0, 0}, negatives = 0;
-  double sums[3] = {0, 0, 0}, squares[3] = {0, 0, 0};
-  for (std::size_t k = d; k < 2 * d; ++k) {
-    const float m = std::abs(g[k]);
-    ASSERT_TRUE(m >= 0x1p-18f && m < 0x1p-12f) << "k " << k << " value " << g[k];
-    const int b = m < 0x1p-16f ? 0 : (m < 0x1p-14f ? 1 : 2);
-    ++counts[b], sums[b] += m, squares[b] += static_cast<double>(m) * m;
+  double sums[3] = {0, 0, 0};
+  for (std::size_t k = begin; k < end; ++k) {
+    const double v = q(g[k]);
+    ASSERT_TRUE(v >= lo && v < 64 * lo) << "k " << k << " value " << g[k];
+    const int b = v < 4 * lo ? 0 : (v < 16 * lo ? 1 : 2);
+    ++counts[b], sums[b] += v;
     negatives += g[k] < 0;
   }
-  const double n = static_cast<double>(d);
+  const double n = static_cast<double>(end - begin);
   for (int b = 0; b < 3; ++b) {
-    EXPECT_NEAR(static_cast<double>(counts[b]), n * share[b], 6 * std::sqrt(n * share[b] * (1 - share[b])) + 1) << b;
-    // E[m 1(bin b)] = 2 ln 2 / width; its variance is below E[m^2 1(bin b)] = (upper - lower) / width
-    const double upper = b == 0 ? 0x1p-16 : (b == 1 ? 0x1p-14 : 0x1p-12);
-    EXPECT_NEAR(sums[b], n * 2 * std::log(2.0) / width, 6 * std::sqrt(n * (upper - upper / 4) / width)) << b;
+    const double lower = std::ldexp(lo, 2 * b), upper = 4 * lower;
+    const double share = (1 / lower - 1 / upper) / width;
+    EXPECT_NEAR(static_cast<double>(counts[b]), n * share, 6 * std::sqrt(n * share * (1 - share)) + 1) << b;
+    // E[v 1(bin b)] = 2 ln 2 / width; its variance is below E[v^2 1(bin b)] = (upper - lower) / width
+    EXPECT_NEAR(sums[b], n * 2 * std::log(2.0) / width, 6 * std::sqrt(n * (upper - lower) / width)) << b;
   }
   EXPECT_NEAR(static_cast<double>(negatives), n / 2, 6 * std::sqrt(n / 4) + 1);
 }
 
 void check_ladder(std::size_t d) {
   const auto g = make_gradient("pladder", d, 17).layers[0].g;
-  ASSERT_EQ(g.size(), 2 * d);
-  check_ladder_tail(g, d);
+  ASSERT_EQ(g.size(), 2 * d + d / 2);
+  check_ladder_part(g, d, 2 * d, -18, [](float x) { return static_cast<double>(std::abs(x)); });
+  check_ladder_part(g, 2 * d, g.size(), -16, [](float x) { return 1.0 - std::abs(static_cast<double>(x)); });
   EXPECT_EQ(g[0], 1.0f);
   float max_abs = 0;
   std::size_t ones = 0, negatives = 0;
@@ -283,6 +289,9 @@ TEST(FamilyLadder, BinsHoldExactlyTheCountsOfTheRuleAtD1000) {
   const auto g = make_gradient("pladder", 1000, 17).layers[0].g;
   EXPECT_EQ(std::count_if(g.begin(), g.end(), [](float x) { return std::abs(x) < 0x1p-11f; }), 499 + 62 + 1000);
   EXPECT_EQ(std::count_if(g.begin(), g.end(), [](float x) { return std::abs(x) < 0x1p-18f; }), 62);
+  // the third part: elements 2000 .. 2499, all in [1 - 2^-10, 1)
+  ASSERT_EQ(g.size(), 2500u);
+  EXPECT_EQ(std::count_if(g.begin() + 2000, g.end(), [](float x) { return std::abs(x) >= 1.0f - 0x1p-10f && std::abs(x) < 1.0f; }), 500);
 }
 
 TEST(FamilyLadder, BinsHoldExactlyTheCountsOfTheRuleAtD8192) { check_ladder(8192); }

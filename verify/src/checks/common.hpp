@@ -146,7 +146,7 @@ void deterministic_row(Row& r, double S, double tol, const std::string& what);
 // independence (several scales and lags) --------------------------------------------------------
 
 /// Keep-probability bins of the bias-by-p rows: [edge[i], edge[i+1]), kPBins of them.
-inline constexpr std::size_t kPBins = 12;
+inline constexpr std::size_t kPBins = 14;
 const std::vector<double>& p_bin_edges();
 std::string p_bin_label(std::size_t bin);
 /// Block scales and lags of the independence rows.
@@ -198,11 +198,12 @@ void clipping_info(Ctx& c, const Gradient& G, const Params& params);
 std::vector<std::string> plan_streams(const std::string& family);
 void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed);
 std::vector<std::string> plan_collision();
-/// The collision check's long probe: steps 0 .. H-1 of one key on kLongProbeElements elements (H = 256 x
+/// The collision check's long probe: H steps of one key on kLongProbeElements elements (H = 256 x
 /// the profile's draws, at most 2^18; 0 below 192 elements), against which every probe row is looked up,
 /// and whose rows are compared with each other.
 inline constexpr std::size_t kLongProbeElements = 256;
 std::uint32_t long_probe_steps(const Profile& p, std::size_t d);
+
 void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed);
 /// The aggregate check in mode `params` (the base mode, or shared_clip_params: rows aggregate.clip.* ...).
 std::vector<std::string> plan_aggregate(const Options& o, const Params& params);

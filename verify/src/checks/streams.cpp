@@ -543,14 +543,21 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
     }
   }
 
-  // The long probe: steps 0 .. H-1 of key (S, worker 0, tensor 0) on the first m elements. A key that
-  // reuses that stream H or fewer steps later (additive keys with a multiplier, step + 1001 worker: worker
-  // 1 at step 0 is worker 0 at step 1001) shows as a probe row above equal to one of these rows. Each
-  // row is indexed by its mask bits 64..127 (bit 0 is the scalar's element); a finding needs bits
-  // 64..m-1 equal (or complemented). The rows are also compared with each other: two steps of one key
-  // that share a stream (a generator seeded from a 32- or 24-bit hash of the key, a step hashed to 16
-  // bits) show as two equal rows. With H = 2^18 rows (ci, full), a 32-bit seed space gives a pair with
-  // probability 1 - exp(-H^2 / 2^33) = 0.9997.
+  // The long probe: H steps of key (S, worker 0, tensor 0) on the first m elements, steps 0 .. H/2-1 and
+  // kLongProbeBlocks blocks of H/(2 kLongProbeBlocks) consecutive steps spread over the rest of the 32-bit
+  // step range (long_probe_blocks). A key that reuses that stream H/2 or fewer steps later (additive keys
+  // with a multiplier, step + 1001 worker: worker 1 at step 0 is worker 0 at step 1001) shows as a probe row
+  // above equal to one of these rows. Each row is indexed by its mask bits 64..127 (bit 0 is the scalar's
+  // element); a finding needs bits 64..m-1 equal (or complemented). The rows are also compared with each
+  // other: two steps of one key that share a stream (a generator seeded from a 32- or 24-bit hash of the
+  // key, a step hashed to 16 bits) show as two equal rows. With H = 2^18 rows (ci, full), a 32-bit seed
+  // space gives a pair with probability 1 - exp(-H^2 / 2^33) = 0.9997. The spread blocks add the steps'
+  // differences that a step map of period P (a step reduced modulo a prime P) needs. Two blocks of lengths
+  // a and b hold two steps congruent modulo P when their offsets' difference modulo P falls in a window of
+  // a + b - 1, so over the seed's offsets such a map is found with probability about
+  // 1 - exp(-sum over pairs of blocks (a + b - 1) / P), the first run counted as a block: at ci
+  // (first run 2^17, 32 blocks of 4096) the sum is 8.4 x 10^6 / P, so 0.9998 for P near 10^6 and 0.57
+  // near 10^7; every P up to H/2 has pairs inside the first run.
   const std::size_t m = std::min<std::size_t>(d, kLongProbeElements);
   const std::uint32_t H = long_probe_steps(c.opt.profile, d);
   std::uint64_t long_findings = 0;
@@ -558,22 +565,35 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
     const std::vector<float> gl(g.begin(), g.begin() + static_cast<std::ptrdiff_t>(m));
     const std::size_t words = (m + 63) / 64 + 1;
     std::vector<std::uint64_t> rows(static_cast<std::size_t>(H) * words, 0);
+    std::vector<std::uint32_t> step_of(H);
     const std::uint32_t chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(c.sampler.max_request_elements() / m, 1, H));
-    for (std::uint32_t j0 = 0; j0 < H; j0 += chunk) {
-      const std::uint32_t cnt = std::min(chunk, H - j0);
-      Draws dr = c.sampler.draw({gl, params, {stream_seed, 0, 0, j0}, cnt, std::nullopt});
-      for (std::uint32_t j = 0; j < cnt; ++j) {
-        auto row = dr.row(j);
-        std::uint64_t* b = rows.data() + static_cast<std::size_t>(j0 + j) * words;
-        for (std::size_t k = 0; k < m; ++k)
-          if (row[k] != 0) b[k / 64] |= std::uint64_t{1} << (k % 64);
+    std::uint32_t at = 0;  // rows filled
+    for (const auto& [first_step, count] : long_probe_blocks(H, stream_seed))
+      for (std::uint32_t j0 = 0; j0 < count; j0 += chunk) {
+        const std::uint32_t cnt = std::min(chunk, count - j0);
+        Draws dr = c.sampler.draw({gl, params, {stream_seed, 0, 0, first_step + j0}, cnt, std::nullopt});
+        for (std::uint32_t j = 0; j < cnt; ++j, ++at) {
+          auto row = dr.row(j);
+          step_of[at] = first_step + j0 + j;
+          std::uint64_t* b = rows.data() + static_cast<std::size_t>(at) * words;
+          for (std::size_t k = 0; k < m; ++k)
+            if (row[k] != 0) b[k / 64] |= std::uint64_t{1} << (k % 64);
+        }
+        c.progress.add(static_cast<double>(cnt) * m, "collision");
       }
-      c.progress.add(static_cast<double>(cnt) * m, "collision");
-    }
     std::unordered_multimap<std::uint64_t, std::uint32_t> by_window;
     for (std::uint32_t j = 0; j < H; ++j) by_window.emplace(rows[static_cast<std::size_t>(j) * words + 1], j);
+    const auto blocks = long_probe_blocks(H, stream_seed);
+    auto probed = [&](const StreamKey& k) {  // a key the long probe drew itself
+      if (k.seed != stream_seed || k.worker != 0 || k.tensor != 0) return false;
+      for (const auto& [first_step, count] : blocks)
+        if (k.step >= first_step && k.step - first_step < count) return true;
+      return false;
+    };
     for (const auto& ps : streams) {
-      if (ps.key.seed == stream_seed && ps.key.worker == 0 && ps.key.tensor == 0) continue;  // the probe's own key
+      // The probe rows of the long probe's own key at steps it did not draw (65,535.., 2^31 - 1, 2^32 - 2,
+      // the powers of ten) are compared too: a step map of period P meets them there.
+      if (probed(ps.key)) continue;
       for (int flip = 0; flip < 2; ++flip) {
         const std::uint64_t mask = flip ? ~std::uint64_t{0} : 0;
         auto range = by_window.equal_range(ps.bits[1] ^ mask);
@@ -582,10 +602,14 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
           std::size_t same = 64;
           while (64 + same < m && (bit_at(ps.bits, 64 + same) ^ flip) == static_cast<int>((b[(64 + same) / 64] >> ((64 + same) % 64)) & 1u)) ++same;
           if (64 + same < m) continue;
-          if (long_findings++ == 0 && repeats == 0)
-            first = strf("mask bits 64..%zu of %s %s those of (seed %#llx, worker 0, tensor 0, step %u): a key %u steps "
-                         "later reuses its stream", m - 1, ps.name().c_str(), flip ? "are the complement of" : "equal",
-                         static_cast<unsigned long long>(stream_seed), it->second, it->second);
+          if (long_findings++ == 0 && repeats == 0) {
+            const std::uint32_t at = step_of[it->second];
+            first = strf("mask bits 64..%zu of %s %s those of (seed %#llx, worker 0, tensor 0, step %u): ", m - 1,
+                         ps.name().c_str(), flip ? "are the complement of" : "equal",
+                         static_cast<unsigned long long>(stream_seed), at) +
+                    (at > ps.key.step ? strf("a key %u steps later reuses its stream", at - ps.key.step)
+                                      : std::string("two keys share one stream"));
+          }
         }
       }
     }
@@ -605,7 +629,8 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
           if (long_findings++ == 0 && repeats == 0)
             first = strf("mask bits 64..%zu of steps %u and %u of (seed %#llx, worker 0, tensor 0) %s: two steps of one "
                          "key share a stream (a generator seeded from a short hash of the key?)",
-                         m - 1, std::min(j, it->second), std::max(j, it->second), static_cast<unsigned long long>(stream_seed),
+                         m - 1, std::min(step_of[j], step_of[it->second]), std::max(step_of[j], step_of[it->second]),
+                         static_cast<unsigned long long>(stream_seed),
                          flip ? "are complements" : "are equal");
         }
       }
@@ -637,9 +662,12 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
                             "offset; %s; false-fail probability <= %.2g",
                             streams.size(), d, keys.size(), passes.size(), big_size.c_str(), pass_names.c_str(),
                             static_cast<unsigned long long>(windows),
-                            H ? strf("each of them against steps 0..%u of (worker 0, tensor 0) on %zu elements, and "
-                                     "those against each other (a key that reuses that stream up to %u steps later; two "
-                                     "steps that share one)", H - 1, m, H - 1).c_str()
+                            H ? strf("each of them against steps 0..%u of (worker 0, tensor 0) and %u blocks of %u steps "
+                                     "spread up to 2^32 on %zu elements, and those against each other (a key that reuses "
+                                     "that stream up to %u steps later; two steps that share one; a step map periodic "
+                                     "modulo up to about 10^6 at ci)", long_probe_blocks(H, stream_seed)[0].second - 1,
+                                     kLongProbeBlocks, H / 2 / kLongProbeBlocks, m,
+                                     long_probe_blocks(H, stream_seed)[0].second - 1).c_str()
                               : "no long probe (fewer than 192 elements)",
                             bound);
   c.rows.push_back(r);
@@ -688,6 +716,20 @@ std::size_t collision_run(double pairs, double alpha) {
   std::size_t run = checks::kMinRun;
   while (run < 4096 && pairs * std::ldexp(1.0, -static_cast<int>(run)) > alpha / 2) ++run;
   return run;
+}
+
+std::vector<std::pair<std::uint32_t, std::uint32_t>> long_probe_blocks(std::uint32_t H, std::uint64_t stream_seed) {
+  const std::uint32_t half = H / 2, block = half / kLongProbeBlocks;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> out = {{0, H - block * kLongProbeBlocks}};
+  if (block == 0) return {{0, H}};
+  // Slot i of the steps from H - block kLongProbeBlocks to 2^32 holds block i at an offset drawn from the
+  // stream seed (mix64), so the blocks are disjoint and never meet the first run.
+  const std::uint64_t from = out[0].second, slot = ((std::uint64_t{1} << 32) - from) / kLongProbeBlocks;
+  for (std::uint32_t i = 0; i < kLongProbeBlocks; ++i) {
+    const std::uint64_t u = mix64(mix64(stream_seed ^ 0x6c6f6e6770726f62ull) + i);
+    out.push_back({static_cast<std::uint32_t>(from + i * slot + u % (slot - block + 1)), block});
+  }
+  return out;
 }
 
 }  // namespace tg::verify

@@ -15,7 +15,8 @@ namespace tg::verify::checks {
 
 const std::vector<double>& p_bin_edges() {
   static const std::vector<double> edges = {0.0,     0x1p-18, 0x1p-16, 0x1p-14, 0x1p-12,      0x1p-11, 0x1p-10,
-                                            0x1p-6,  0x1p-3,  0.5,     0.875,   1.0 - 0x1p-10, 1.0};
+                                            0x1p-6,  0x1p-3,  0.5,     0.875,   1.0 - 0x1p-10, 1.0 - 0x1p-12,
+                                            1.0 - 0x1p-14, 1.0};
   return edges;
 }
 
@@ -23,7 +24,8 @@ std::string p_bin_label(std::size_t bin) {
   static const char* names[kPBins] = {
       "p<2^-18",           "p in [2^-18,2^-16)", "p in [2^-16,2^-14)", "p in [2^-14,2^-12)",
       "p in [2^-12,2^-11)", "p in [2^-11,2^-10)", "p in [2^-10,2^-6)",  "p in [2^-6,1/8)",
-      "p in [1/8,1/2)",    "p in [1/2,7/8)",     "p in [7/8,1-2^-10)", "p in [1-2^-10,1)"};
+      "p in [1/8,1/2)",    "p in [1/2,7/8)",     "p in [7/8,1-2^-10)", "p in [1-2^-10,1-2^-12)",
+      "p in [1-2^-12,1-2^-14)", "p in [1-2^-14,1)"};
   return names[bin];
 }
 
@@ -35,7 +37,9 @@ namespace {
 // The bin below 2^-18 is also planned where the excess of a keep floor at 2^-16 (16-bit uniforms: every
 // p < 2^-16 kept at 2^-16), F = n sum_bin (2^-16 - p), would be detectable so: there the error of a
 // short uniform is an excess of keeps, not a loss of them. The three bins of two octaves above it see
-// keep probabilities lost below 2^-16 or 2^-14 (float16 with flush to zero), where R allows.
+// keep probabilities lost below 2^-16 or 2^-14 (float16 with flush to zero), where R allows; the three
+// bins above 1 - 2^-10, where the rarer outcome is the drop, see keep probabilities rounded up to 1
+// (float16 or bfloat16 to nearest: every q = 1 - p below 2^-12 or 2^-9 is lost).
 bool bin_planned(double R, double V, double F = 0.0) {
   const double need = bernstein_threshold(V, 1.0, 1e-12) + bernstein_one_sided(V, 1.0, 1e-3);
   return R > 0.0 && (need <= R || need <= F);

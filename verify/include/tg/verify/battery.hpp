@@ -13,6 +13,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tg/verify/sampler.hpp"
@@ -125,6 +126,12 @@ inline constexpr std::size_t kLargeElements = (std::size_t{1} << 20) + 3;
 /// for which `pairs` (2 x the sum over its passes of places^2, places = streams x elements) x 2^-run, the
 /// chance of any finding under H0, stays within alpha / 2, half the row's share.
 std::size_t collision_run(double pairs, double alpha);
+/// The collision check's long probe: its H steps of one key as (first step, count) blocks: steps
+/// 0 .. H - 1 - kLongProbeBlocks b, then kLongProbeBlocks blocks of b = floor(H / (2 kLongProbeBlocks))
+/// consecutive steps, block i at an offset drawn from the stream seed within slot i of the rest of the
+/// 32-bit step range (disjoint, all below 2^32), so that a step map of a large period P meets itself.
+inline constexpr std::uint32_t kLongProbeBlocks = 32;
+std::vector<std::pair<std::uint32_t, std::uint32_t>> long_probe_blocks(std::uint32_t H, std::uint64_t stream_seed);
 /// The large job's draws: the profile's draws / 32 on 2^20 + 3 elements, fewer in proportion on a larger
 /// large_d, at least 8 (quick 8 on 2^20 + 3, ci 8 and full 32 on 2^22 + 3).
 std::uint32_t large_steps(const Profile& p);
