@@ -265,8 +265,8 @@ Result run_battery(Sampler& sampler, const Options& options) {
   // A shared scalar together with clipping: each worker (tensor) clamps at its own bound below the shared
   // scalar. Layerwise runs once more in each clipping mode the implementation has besides its base mode
   // (rows layerwise.clip.*, layerwise.saturate.*), so a codec that handles a given scalar in one mode only is
-  // asked in the other too; aggregate once more in the first (aggregate.clip.*) where the base mode is clip-free.
-  const std::optional<Params> shared_clip = shared_clip_params(options);
+  // asked in the other too; aggregate likewise (aggregate.clip.*, aggregate.saturate.*).
+  const std::vector<Params> shared_modes = shared_clip_modes(options);
   if (on("layerwise"))
     for (const Params& p : shared_clip_modes(options))
       for (const char* f : layerwise_families) add_layerwise_job(std::string("layerwise.") + to_string(p.clip), f, p);
@@ -309,8 +309,9 @@ Result run_battery(Sampler& sampler, const Options& options) {
     for (auto& id : plan_collision()) plan.push_back(id);
   if (on("aggregate"))
     for (auto& id : plan_aggregate(options, base)) plan.push_back(id);
-  if (on("aggregate") && shared_clip)
-    for (auto& id : plan_aggregate(options, *shared_clip)) plan.push_back(id);
+  if (on("aggregate"))
+    for (const Params& p : shared_modes)
+      for (auto& id : plan_aggregate(options, p)) plan.push_back(id);
   res.decisions = plan.size();
   res.alpha_each = plan.empty() ? P.alpha_total : P.alpha_total / static_cast<double>(plan.size());
   double total_units = 0.0;
@@ -323,7 +324,7 @@ Result run_battery(Sampler& sampler, const Options& options) {
   if (on("collision"))
     total_units += 52.0 * P.d * static_cast<double>(collision_passes(options)) + 4.0 * static_cast<double>(P.large_d) + static_cast<double>(P.steps) * static_cast<double>(checks::small_probe_elements()) +
                    static_cast<double>(long_probe_steps(P, P.d)) * std::min<std::size_t>(P.d, kLongProbeElements);
-  if (on("aggregate")) total_units += (shared_clip ? 2.0 : 1.0) * P.agg_steps * P.d * P.agg_workers;
+  if (on("aggregate")) total_units += (1.0 + static_cast<double>(shared_modes.size())) * P.agg_steps * P.d * P.agg_workers;
   Progress progress(options.progress, total_units, options.poll);
   Ctx c{sampler, options, res.alpha_each, res.rows, progress};
 
@@ -378,7 +379,8 @@ Result run_battery(Sampler& sampler, const Options& options) {
   if (on("streams")) run_streams(c, streams_grad, derive_seed(options.seed, KeyPurpose::streams, 0));
   if (on("collision")) run_collision(c, P.d, derive_seed(options.seed, KeyPurpose::collision, 0));
   if (on("aggregate")) run_aggregate(c, P.d, base);
-  if (on("aggregate") && shared_clip) run_aggregate(c, P.d, *shared_clip);
+  if (on("aggregate"))
+    for (const Params& p : shared_modes) run_aggregate(c, P.d, p);
   if (on("cross")) run_cross(c);
   progress.finish();
   check_plan(plan, res.rows);

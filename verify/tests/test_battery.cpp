@@ -1200,6 +1200,32 @@ TEST(Battery, SharedScalarUnderSaturateIsAskedToo) {
   EXPECT_GT(sat_rows, 0u) << format_table(two);
 }
 
+// The aggregate check, too, runs once more in each clipping mode besides the base one (it ran in clip only):
+// a codec that ignores a given scalar under saturate (its own scalar instead) fails aggregate.saturate.* and
+// nothing else of the aggregate check; the reference passes, with 4 rows in each clipped run.
+TEST(Battery, AggregateRunsInEveryClippingMode) {
+  Options o = small_options(4096, 128, 128, all_checks_but({"aggregate"}));
+  auto ref = make_sampler("reference", {});
+  Result good = run_battery(*ref, o);
+  EXPECT_TRUE(good.pass()) << format_table(good);
+  std::size_t clip = 0, sat = 0;
+  for (const auto& row : good.rows) {
+    clip += row.check.rfind("aggregate.clip.", 0) == 0;
+    sat += row.check.rfind("aggregate.saturate.", 0) == 0;
+  }
+  EXPECT_EQ(clip, 4u) << format_table(good);  // structure, unbiased-pooled, unbiased-drift, variance
+  EXPECT_EQ(sat, 4u) << format_table(good);
+  RewritingSampler ignored("saturate-shared-ignored", [](const DrawRequest& r) {
+    DrawRequest q = r;
+    if (r.scalar && r.params.clip == ClipMode::saturate) q.scalar.reset();
+    return q;
+  });
+  Result bad = run_battery(ignored, o);
+  bool sat_failed = false, other_failed = false;
+  for (const auto& c : bad.failed_checks()) (c.rfind("aggregate.saturate.", 0) == 0 ? sat_failed : other_failed) = true;
+  EXPECT_TRUE(sat_failed && !other_failed) << format_table(bad);
+}
+
 // ---- state kept between calls -----------------------------------------------------------------------
 
 // A codec that caches its scalar per (seed, worker, tensor), as a stale-scalar bug does in training (where

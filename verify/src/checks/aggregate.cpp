@@ -12,7 +12,7 @@ namespace tg::verify::checks {
 
 // ---- aggregate: N workers sharing one scalar --------------------------------------------------------
 namespace {
-// "aggregate" in the base mode; "aggregate.clip" / "aggregate.saturate" for the second, clipped run.
+// "aggregate" in the base mode; "aggregate.clip" / "aggregate.saturate" for the runs in the other modes.
 std::string aggregate_check(const Options& o, const Params& params) {
   return params.clip == base_params(o).clip ? std::string("aggregate") : std::string("aggregate.") + to_string(params.clip);
 }
@@ -26,8 +26,9 @@ std::vector<std::string> plan_aggregate(const Options& o, const Params& params) 
 void run_aggregate(Ctx& c, std::size_t d, const Params& params) {
   const std::uint32_t N = c.opt.profile.agg_workers, n = c.opt.profile.agg_steps;
   const std::string check = aggregate_check(c.opt, params);
-  // the base run keeps its stream seed; the clipped run draws from another
-  const std::uint64_t seed = derive_seed(c.opt.seed, KeyPurpose::aggregate, check == "aggregate" ? 0 : 1);
+  // the base run keeps its stream seed; a run in another mode draws from its own (clip 1, saturate 2)
+  const std::uint64_t seed = derive_seed(c.opt.seed, KeyPurpose::aggregate,
+                                         check == "aggregate" ? 0 : (params.clip == ClipMode::clip ? 1 : 2));
   const Codec& ref = reference_codec();
   std::vector<std::vector<float>> g(N);
   std::vector<float> own(N), bound(N);

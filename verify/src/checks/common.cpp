@@ -146,14 +146,6 @@ Params base_params(const Options& o) {
   return p;
 }
 
-std::optional<Params> shared_clip_params(const Options& o) {
-  if (base_params(o).clip != ClipMode::none || !supports(o, "shared-scalar")) return std::nullopt;
-  if (!supports(o, "clip") && !supports(o, "saturate")) return std::nullopt;
-  Params p;
-  p.clip = supports(o, "clip") ? ClipMode::clip : ClipMode::saturate;
-  return p;
-}
-
 std::vector<Params> shared_clip_modes(const Options& o) {
   std::vector<Params> out;
   if (!supports(o, "shared-scalar")) return out;

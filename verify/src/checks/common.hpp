@@ -63,11 +63,8 @@ struct Ctx {
 bool supports(const Options& o, const std::string& capability);
 /// Parameters of the checks that run in one mode: the first clipping mode the implementation has.
 Params base_params(const Options& o);
-/// The mode in which layerwise and aggregate run a second time (shared scalar with clipping): the
-/// implementation's first clipping mode, when it also has the clip-free base mode and a shared scalar.
-std::optional<Params> shared_clip_params(const Options& o);
-/// The clipping modes a shared scalar is asked in besides the base mode (layerwise): clip and saturate
-/// where supported, without the base mode itself (which the plain layerwise jobs run).
+/// The clipping modes a shared scalar is asked in besides the base mode (layerwise, aggregate): clip and
+/// saturate where supported, without the base mode itself (which the plain layerwise and aggregate run).
 std::vector<Params> shared_clip_modes(const Options& o);
 
 /// Row ids: check/family[/label]. Stat rows must appear in the plan with exactly this id.
@@ -205,7 +202,8 @@ inline constexpr std::size_t kLongProbeElements = 256;
 std::uint32_t long_probe_steps(const Profile& p, std::size_t d);
 
 void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed);
-/// The aggregate check in mode `params` (the base mode, or shared_clip_params: rows aggregate.clip.* ...).
+/// The aggregate check in mode `params` (the base mode, or one of shared_clip_modes: rows aggregate.clip.*,
+/// aggregate.saturate.*).
 std::vector<std::string> plan_aggregate(const Options& o, const Params& params);
 void run_aggregate(Ctx& c, std::size_t d, const Params& params);
 void run_cross(Ctx& c);
