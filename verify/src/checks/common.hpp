@@ -215,6 +215,8 @@ void run_fresh_gradient(Ctx& c, std::size_t d);
 void run_tails(Ctx& c);
 /// How many passes of its key list the collision check draws (each mode, and each with a given scalar).
 std::size_t collision_passes(const Options& o);
+/// The probe streams of one pass of the collision key list (steps of every listed key).
+std::size_t collision_streams();
 /// The elements of one draw at each of the collision check's small probe sizes (its small pass).
 std::size_t small_probe_elements();
 /// Elements the tails row draws per mode (for the progress total).

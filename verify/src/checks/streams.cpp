@@ -413,6 +413,12 @@ std::vector<ProbePass> probe_passes(const Options& o) {
 
 std::size_t collision_passes(const Options& o) { return probe_passes(o).size(); }
 
+std::size_t collision_streams() {
+  std::size_t n = 0;
+  for (const auto& kb : collision_keys(0)) n += kb.steps;
+  return n;
+}
+
 std::size_t small_probe_elements() {
   std::size_t n = 0;
   for (std::size_t m : kSmallProbeSizes) n += m;
