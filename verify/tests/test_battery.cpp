@@ -1128,6 +1128,12 @@ TEST(SureKeeps, CriticalCountMatchesAPoissonTail) {
   EXPECT_EQ(none, 1.0);
 }
 
+// The rows whose check name starts with `prefix`.
+std::size_t rows_of_checks(const Result& r, const std::string& prefix) {
+  return static_cast<std::size_t>(
+      std::count_if(r.rows.begin(), r.rows.end(), [&](const Row& row) { return row.check.rfind(prefix, 0) == 0; }));
+}
+
 // A shared scalar together with clipping: a codec that, given a scalar, forgets to clamp at its own clip
 // bound (cap = s). With every mode supported it used to be asked for a shared scalar only clip-free, and
 // passed; now layerwise runs once more in the clipping mode.
@@ -1146,13 +1152,8 @@ TEST(Battery, SharedScalarWithClippingIsAskedOfEveryCodec) {
   auto ref = make_sampler("reference", {});
   Result good = run_battery(*ref, o);
   EXPECT_TRUE(good.pass()) << format_table(good);
-  std::size_t clip_rows = 0, agg_clip = 0;
-  for (const auto& row : good.rows) {
-    clip_rows += row.check.rfind("layerwise.clip.", 0) == 0;
-    agg_clip += row.check.rfind("aggregate.clip.", 0) == 0;
-  }
-  EXPECT_GT(clip_rows, 0u);
-  EXPECT_EQ(agg_clip, 4u);  // structure, unbiased-pooled, unbiased-drift, variance
+  EXPECT_GT(rows_of_checks(good, "layerwise.clip."), 0u);
+  EXPECT_EQ(rows_of_checks(good, "aggregate.clip."), 4u);  // structure, unbiased-pooled, unbiased-drift, variance
   // a codec that only clips already runs them clipped: no second run
   o.supports = {"clip", "shared-scalar", "spec-stream"};
   Result cliponly = run_battery(*ref, o);
@@ -1195,9 +1196,7 @@ TEST(Battery, SharedScalarUnderSaturateIsAskedToo) {
   EXPECT_TRUE(saturate_rows_only_fail(rn)) << format_table(rn);
   o.supports = {"clip", "saturate", "shared-scalar", "spec-stream"};
   Result two = run_battery(*ref, o);
-  std::size_t sat_rows = 0;
-  for (const auto& row : two.rows) sat_rows += row.check.rfind("layerwise.saturate.", 0) == 0;
-  EXPECT_GT(sat_rows, 0u) << format_table(two);
+  EXPECT_GT(rows_of_checks(two, "layerwise.saturate."), 0u) << format_table(two);
 }
 
 // The aggregate check, too, runs once more in each clipping mode besides the base one (it ran in clip only):
@@ -1208,13 +1207,9 @@ TEST(Battery, AggregateRunsInEveryClippingMode) {
   auto ref = make_sampler("reference", {});
   Result good = run_battery(*ref, o);
   EXPECT_TRUE(good.pass()) << format_table(good);
-  std::size_t clip = 0, sat = 0;
-  for (const auto& row : good.rows) {
-    clip += row.check.rfind("aggregate.clip.", 0) == 0;
-    sat += row.check.rfind("aggregate.saturate.", 0) == 0;
-  }
-  EXPECT_EQ(clip, 4u) << format_table(good);  // structure, unbiased-pooled, unbiased-drift, variance
-  EXPECT_EQ(sat, 4u) << format_table(good);
+  // structure, unbiased-pooled, unbiased-drift, variance in each
+  EXPECT_EQ(rows_of_checks(good, "aggregate.clip."), 4u) << format_table(good);
+  EXPECT_EQ(rows_of_checks(good, "aggregate.saturate."), 4u) << format_table(good);
   RewritingSampler ignored("saturate-shared-ignored", [](const DrawRequest& r) {
     DrawRequest q = r;
     if (r.scalar && r.params.clip == ClipMode::saturate) q.scalar.reset();
