@@ -268,7 +268,7 @@ Result run_battery(Sampler& sampler, const Options& options) {
   // asked in the other too; aggregate likewise (aggregate.clip.*, aggregate.saturate.*).
   const std::vector<Params> shared_modes = shared_clip_modes(options);
   if (on("layerwise"))
-    for (const Params& p : shared_clip_modes(options))
+    for (const Params& p : shared_modes)
       for (const char* f : layerwise_families) add_layerwise_job(std::string("layerwise.") + to_string(p.clip), f, p);
   // large: one gaussian tensor of P.large_d (2^20 + 3 at quick, 2^22 + 3 at ci and full) with few draws, in the base mode. Bugs that
   // begin above a size (a counter that wraps, per-thread chunks that restart the stream, a scalar per

@@ -200,7 +200,6 @@ std::vector<std::string> plan_collision();
 /// and whose rows are compared with each other.
 inline constexpr std::size_t kLongProbeElements = 256;
 std::uint32_t long_probe_steps(const Profile& p, std::size_t d);
-
 void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed);
 /// The aggregate check in mode `params` (the base mode, or one of shared_clip_modes: rows aggregate.clip.*,
 /// aggregate.saturate.*).

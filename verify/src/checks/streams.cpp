@@ -566,6 +566,8 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   // near 10^7; every P up to H/2 has pairs inside the first run.
   const std::size_t m = std::min<std::size_t>(d, kLongProbeElements);
   const std::uint32_t H = long_probe_steps(c.opt.profile, d);
+  const std::vector<std::pair<std::uint32_t, std::uint32_t>> blocks =
+      H ? long_probe_blocks(H, stream_seed) : std::vector<std::pair<std::uint32_t, std::uint32_t>>{};
   std::uint64_t long_findings = 0;
   if (H) {
     const std::vector<float> gl(g.begin(), g.begin() + static_cast<std::ptrdiff_t>(m));
@@ -574,7 +576,7 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
     std::vector<std::uint32_t> step_of(H);
     const std::uint32_t chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(c.sampler.max_request_elements() / m, 1, H));
     std::uint32_t at = 0;  // rows filled
-    for (const auto& [first_step, count] : long_probe_blocks(H, stream_seed))
+    for (const auto& [first_step, count] : blocks)
       for (std::uint32_t j0 = 0; j0 < count; j0 += chunk) {
         const std::uint32_t cnt = std::min(chunk, count - j0);
         Draws dr = c.sampler.draw({gl, params, {stream_seed, 0, 0, first_step + j0}, cnt, std::nullopt});
@@ -589,7 +591,6 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
       }
     std::unordered_multimap<std::uint64_t, std::uint32_t> by_window;
     for (std::uint32_t j = 0; j < H; ++j) by_window.emplace(rows[static_cast<std::size_t>(j) * words + 1], j);
-    const auto blocks = long_probe_blocks(H, stream_seed);
     auto probed = [&](const StreamKey& k) {  // a key the long probe drew itself
       if (k.seed != stream_seed || k.worker != 0 || k.tensor != 0) return false;
       for (const auto& [first_step, count] : blocks)
@@ -671,9 +672,8 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
                             H ? strf("each of them against steps 0..%u of (worker 0, tensor 0) and %u blocks of %u steps "
                                      "spread up to 2^32 on %zu elements, and those against each other (a key that reuses "
                                      "that stream up to %u steps later; two steps that share one; a step map periodic "
-                                     "modulo up to about 10^6 at ci)", long_probe_blocks(H, stream_seed)[0].second - 1,
-                                     kLongProbeBlocks, H / 2 / kLongProbeBlocks, m,
-                                     long_probe_blocks(H, stream_seed)[0].second - 1).c_str()
+                                     "modulo up to about 10^6 at ci)", blocks[0].second - 1, kLongProbeBlocks,
+                                     H / 2 / kLongProbeBlocks, m, blocks[0].second - 1).c_str()
                               : "no long probe (fewer than 192 elements)",
                             bound);
   c.rows.push_back(r);
