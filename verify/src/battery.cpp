@@ -323,7 +323,8 @@ Result run_battery(Sampler& sampler, const Options& options) {
                                       static_cast<double>(P.large_d) * (supports(options, "clip") + supports(options, "saturate"));
   if (on("collision"))
     total_units += static_cast<double>(collision_streams()) * P.d * static_cast<double>(collision_passes(options)) + 4.0 * static_cast<double>(P.large_d) + static_cast<double>(P.steps) * static_cast<double>(checks::small_probe_elements()) +
-                   static_cast<double>(long_probe_steps(P, P.d)) * std::min<std::size_t>(P.d, kLongProbeElements);
+                   (static_cast<double>(long_probe_steps(P, P.d)) + 2.0 * static_cast<double>(id_ladder(id_ladder_base(P, P.d)).size())) *
+                       static_cast<double>(std::min<std::size_t>(P.d, kLongProbeElements));
   if (on("aggregate")) total_units += (1.0 + static_cast<double>(shared_modes.size())) * P.agg_steps * P.d * P.agg_workers;
   Progress progress(options.progress, total_units, options.poll);
   Ctx c{sampler, options, res.alpha_each, res.rows, progress};

@@ -1629,6 +1629,55 @@ TEST(Battery, CollisionFindsAStepMapOfALargePeriod) {
   expect_collision_finds(mod, o, "streams reused: ", "spread up to 2^32");
 }
 
+// The id ladders: with id 0 (the long probe's key), the ids 1 .. B - 1 and B, 2B, .., B^2 hold two ids
+// congruent modulo every P <= B^2 (jB - i = P for some i < B, j <= B), so a tensor or worker id reduced
+// modulo any such P shows as two equal rows. B by profile: quick 32, ci 128, full 256; none without the
+// long probe.
+TEST(Battery, CollisionIdLaddersMeetEveryPeriodUpToBSquared) {
+  EXPECT_EQ(id_ladder_base(profile_named("quick"), profile_named("quick").d), 32u);
+  EXPECT_EQ(id_ladder_base(profile_named("ci"), profile_named("ci").d), 128u);
+  EXPECT_EQ(id_ladder_base(profile_named("full"), profile_named("full").d), 256u);
+  EXPECT_EQ(id_ladder_base(profile_named("ci"), 191), 0u);
+  EXPECT_TRUE(id_ladder(0).empty());
+  for (std::uint32_t B : {32u, 128u}) {
+    std::vector<std::uint32_t> ids = id_ladder(B);
+    ASSERT_EQ(ids.size(), 2 * B - 1);
+    EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+    EXPECT_EQ(ids.back(), B * B);
+    ids.insert(ids.begin(), 0u);
+    std::uint32_t met = 0;
+    for (std::uint32_t P = 1; P <= B * B + 1; ++P) {
+      std::set<std::uint32_t> residues;
+      bool pair = false;
+      for (std::uint32_t id : ids) pair |= !residues.insert(id % P).second;
+      if (P <= B * B) EXPECT_TRUE(pair) << "B " << B << ": no two ids congruent modulo " << P;
+      met += pair;
+    }
+    EXPECT_GE(met, B * B);
+  }
+}
+
+// A tensor or worker id reduced modulo a prime (a table of streams indexed by id mod P): the listed probe keys
+// meet few such periods (here none of these primes), the id ladders every period up to B^2 = 16384 at ci.
+TEST(Battery, CollisionFindsTensorAndWorkerIdsReducedModuloAPeriod) {
+  Options o = small_options(512, 1024, 4, all_checks_but({"collision"}));  // B = 128, as at ci
+  ASSERT_EQ(id_ladder_base(o.profile, o.profile.d), 128u);
+  auto reduced = [](const char* name, bool tensor, std::uint32_t P) {
+    return RewritingSampler(name, [tensor, P](const DrawRequest& r) {
+      DrawRequest q = r;
+      (tensor ? q.key.tensor : q.key.worker) %= P;
+      return q;
+    });
+  };
+  RewritingSampler tensors = reduced("tensor-mod-4093", true, 4093);
+  expect_collision_finds(tensors, o, "(tensor ids ", "a tensor or worker id reduced modulo any number up to 16384");
+  RewritingSampler workers = reduced("worker-mod-10007", false, 10007);
+  Result r = run_battery(workers, o);
+  EXPECT_TRUE(failed(r, "collision")) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "(worker ids ")) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "an id reduced modulo a divisor of")) << format_table(r);
+}
+
 // Two steps of one key that share a stream: a generator seeded from a short hash of the key (np.random.seed
 // takes 32 bits), or a step that enters the key through a 16-bit hash. Each row is drawn under its own
 // rewritten key; here steps 2k and 2k + 1 share a stream from step 16 to 65533, so the long probe's steps
@@ -1643,7 +1692,7 @@ TEST(Battery, CollisionFindsTwoStepsOfOneKeyThatShareAStream) {
     return q;
   });
   // The rows compared with each other add H^2 pairs to the false-fail bound: still far below the row's share.
-  expect_collision_finds(bad, o, "two steps of one key share a stream", "and those against each other");
+  expect_collision_finds(bad, o, "two steps of one key share a stream", "and all those against each other");
 }
 
 // A codec's paths (encode, encode with a given scalar, clipped) may key their streams apart: a key bug on

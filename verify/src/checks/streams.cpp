@@ -124,14 +124,25 @@ static_assert(kMinRun >= 64 + kStride - 1, "a run of kMinRun bits must hold an i
 // a scan stops after kMaxRepeats findings or kMaxCompares comparisons.
 constexpr std::uint64_t kMaxRepeats = 16, kMaxCompares = 2000000;
 
+std::string key_text(const StreamKey& k) {
+  return strf("(seed %#llx, worker %u, tensor %u, step %u)", static_cast<unsigned long long>(k.seed), k.worker, k.tensor,
+              k.step);
+}
+
+// For two keys that differ in the tensor or the worker id only: which ids, and the period that maps them to one.
+std::string id_map_hint(const StreamKey& x, const StreamKey& y) {
+  if (x.seed != y.seed || x.step != y.step || (x.worker != y.worker) == (x.tensor != y.tensor)) return "";
+  const bool tensors = x.tensor != y.tensor;
+  const std::uint32_t a = tensors ? x.tensor : x.worker, b = tensors ? y.tensor : y.worker;
+  return strf(" (%s ids %u and %u: an id reduced modulo a divisor of %u?)", tensors ? "tensor" : "worker",
+              std::min(a, b), std::max(a, b), std::max(a, b) - std::min(a, b));
+}
+
 struct ProbeStream {
   StreamKey key;
   std::size_t n = 0;                // mask bits (the tensor's elements)
   std::vector<std::uint64_t> bits;  // mask bit k at word k/64, bit k%64, and one word more
-  std::string name() const {
-    return strf("(seed %#llx, worker %u, tensor %u, step %u)", static_cast<unsigned long long>(key.seed), key.worker,
-                key.tensor, key.step);
-  }
+  std::string name() const { return key_text(key); }
 };
 
 // The keys: a grid of small ones (additive or swapped keys collide there), keys far apart in each
@@ -568,34 +579,50 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   const std::uint32_t H = long_probe_steps(c.opt.profile, d);
   const std::vector<std::pair<std::uint32_t, std::uint32_t>> blocks =
       H ? long_probe_blocks(H, stream_seed) : std::vector<std::pair<std::uint32_t, std::uint32_t>>{};
+  // The id ladders (id_ladder): tensor ids under worker 0 and worker ids under tensor 0, at step 0, one row
+  // each beside the long probe's, so that an id reduced modulo any P <= B^2 shows as two equal rows.
+  const std::uint32_t B = id_ladder_base(c.opt.profile, d);
+  const std::vector<std::uint32_t> ladder = id_ladder(B);
+  const std::size_t R = static_cast<std::size_t>(H) + 2 * ladder.size();  // rows in all
   std::uint64_t long_findings = 0;
   if (H) {
     const std::vector<float> gl(g.begin(), g.begin() + static_cast<std::ptrdiff_t>(m));
     const std::size_t words = (m + 63) / 64 + 1;
-    std::vector<std::uint64_t> rows(static_cast<std::size_t>(H) * words, 0);
-    std::vector<std::uint32_t> step_of(H);
+    std::vector<std::uint64_t> rows(R * words, 0);
+    std::vector<StreamKey> key_of(R);
+    std::size_t at = 0;  // rows filled
+    auto take = [&](const Draws& dr, std::uint32_t j, const StreamKey& key) {
+      auto row = dr.row(j);
+      key_of[at] = key;
+      std::uint64_t* b = rows.data() + at * words;
+      for (std::size_t k = 0; k < m; ++k)
+        if (row[k] != 0) b[k / 64] |= std::uint64_t{1} << (k % 64);
+      ++at;
+    };
     const std::uint32_t chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(c.sampler.max_request_elements() / m, 1, H));
-    std::uint32_t at = 0;  // rows filled
     for (const auto& [first_step, count] : blocks)
       for (std::uint32_t j0 = 0; j0 < count; j0 += chunk) {
         const std::uint32_t cnt = std::min(chunk, count - j0);
         Draws dr = c.sampler.draw({gl, params, {stream_seed, 0, 0, first_step + j0}, cnt, std::nullopt});
-        for (std::uint32_t j = 0; j < cnt; ++j, ++at) {
-          auto row = dr.row(j);
-          step_of[at] = first_step + j0 + j;
-          std::uint64_t* b = rows.data() + static_cast<std::size_t>(at) * words;
-          for (std::size_t k = 0; k < m; ++k)
-            if (row[k] != 0) b[k / 64] |= std::uint64_t{1} << (k % 64);
-        }
+        for (std::uint32_t j = 0; j < cnt; ++j) take(dr, j, {stream_seed, 0, 0, first_step + j0 + j});
         c.progress.add(static_cast<double>(cnt) * m, "collision");
       }
+    for (int field = 0; field < 2; ++field)
+      for (std::uint32_t id : ladder) {
+        const StreamKey key{stream_seed, field ? id : 0u, field ? 0u : id, 0};
+        Draws dr = c.sampler.draw({gl, params, key, 1, std::nullopt});
+        take(dr, 0, key);
+        c.progress.add(static_cast<double>(m), "collision");
+      }
     std::unordered_multimap<std::uint64_t, std::uint32_t> by_window;
-    for (std::uint32_t j = 0; j < H; ++j) by_window.emplace(rows[static_cast<std::size_t>(j) * words + 1], j);
-    auto probed = [&](const StreamKey& k) {  // a key the long probe drew itself
-      if (k.seed != stream_seed || k.worker != 0 || k.tensor != 0) return false;
-      for (const auto& [first_step, count] : blocks)
-        if (k.step >= first_step && k.step - first_step < count) return true;
-      return false;
+    for (std::size_t j = 0; j < R; ++j) by_window.emplace(rows[j * words + 1], static_cast<std::uint32_t>(j));
+    auto probed = [&](const StreamKey& k) {  // a key the long probe or a ladder drew itself
+      if (k.seed != stream_seed) return false;
+      if (k.worker == 0 && k.tensor == 0)
+        for (const auto& [first_step, count] : blocks)
+          if (k.step >= first_step && k.step - first_step < count) return true;
+      if (k.step != 0 || (k.worker != 0 && k.tensor != 0)) return false;
+      return std::binary_search(ladder.begin(), ladder.end(), k.worker | k.tensor);
     };
     for (const auto& ps : streams) {
       // The probe rows of the long probe's own key at steps it did not draw (65,535.., 2^31 - 1, 2^32 - 2,
@@ -610,19 +637,19 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
           while (64 + same < m && (bit_at(ps.bits, 64 + same) ^ flip) == static_cast<int>((b[(64 + same) / 64] >> ((64 + same) % 64)) & 1u)) ++same;
           if (64 + same < m) continue;
           if (long_findings++ == 0 && repeats == 0) {
-            const std::uint32_t at = step_of[it->second];
-            first = strf("mask bits 64..%zu of %s %s those of (seed %#llx, worker 0, tensor 0, step %u): ", m - 1,
-                         ps.name().c_str(), flip ? "are the complement of" : "equal",
-                         static_cast<unsigned long long>(stream_seed), at) +
-                    (at > ps.key.step ? strf("a key %u steps later reuses its stream", at - ps.key.step)
-                                      : std::string("two keys share one stream"));
+            const StreamKey& at_key = key_of[it->second];
+            const bool later = at_key.step > ps.key.step;  // a step row of the long probe
+            first = strf("mask bits 64..%zu of %s %s those of %s: ", m - 1, ps.name().c_str(),
+                         flip ? "are the complement of" : "equal", key_text(at_key).c_str()) +
+                    (later ? strf("a key %u steps later reuses its stream", at_key.step - ps.key.step)
+                           : "two keys share one stream" + id_map_hint(ps.key, at_key));
           }
         }
       }
     }
     // The rows against each other: each unordered pair once (equal), or once per order (complemented).
-    for (std::uint32_t j = 0; j < H; ++j) {
-      const std::uint64_t* a = rows.data() + static_cast<std::size_t>(j) * words;
+    for (std::size_t j = 0; j < R; ++j) {
+      const std::uint64_t* a = rows.data() + j * words;
       for (int flip = 0; flip < 2; ++flip) {
         const std::uint64_t mask = flip ? ~std::uint64_t{0} : 0;
         auto range = by_window.equal_range(a[1] ^ mask);
@@ -633,22 +660,29 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
           auto bit = [](const std::uint64_t* w, std::size_t k) { return static_cast<int>((w[k / 64] >> (k % 64)) & 1u); };
           while (64 + same < m && (bit(a, 64 + same) ^ flip) == bit(b, 64 + same)) ++same;
           if (64 + same < m) continue;
-          if (long_findings++ == 0 && repeats == 0)
-            first = strf("mask bits 64..%zu of steps %u and %u of (seed %#llx, worker 0, tensor 0) %s: two steps of one "
-                         "key share a stream (a generator seeded from a short hash of the key?)",
-                         m - 1, std::min(step_of[j], step_of[it->second]), std::max(step_of[j], step_of[it->second]),
-                         static_cast<unsigned long long>(stream_seed),
-                         flip ? "are complements" : "are equal");
+          if (long_findings++ == 0 && repeats == 0) {
+            const StreamKey &x = key_of[j], &y = key_of[it->second];
+            const char* how = flip ? "are complements" : "are equal";
+            if (x.worker == y.worker && x.tensor == y.tensor)
+              first = strf("mask bits 64..%zu of steps %u and %u of (seed %#llx, worker %u, tensor %u) %s: two steps of one "
+                           "key share a stream (a generator seeded from a short hash of the key?)",
+                           m - 1, std::min(x.step, y.step), std::max(x.step, y.step),
+                           static_cast<unsigned long long>(stream_seed), x.worker, x.tensor, how);
+            else
+              first = strf("mask bits 64..%zu of %s and %s %s: two keys share one stream", m - 1, key_text(x).c_str(),
+                           key_text(y).c_str(), how) +
+                      id_map_hint(x, y);
+          }
         }
       }
     }
     repeats += long_findings;
   }
   // The scan's bound (above), the coin tallies' and the long probe's, which compares each probe row with each of its
-  // H rows, and its rows with each other (H^2 / 2 pairs, both ways), on m - 64 fair bits.
-  const double Hd = static_cast<double>(H);
+  // R rows (H steps and the id ladders), and its rows with each other (R^2 / 2 pairs, both ways), on m - 64 fair bits.
+  const double Rd = static_cast<double>(R);
   const double bound = scan_bound + coin_bound +
-                       (H ? (2.0 * static_cast<double>(streams.size()) * Hd + Hd * Hd) * std::ldexp(1.0, -static_cast<int>(m - 64))
+                       (H ? (2.0 * static_cast<double>(streams.size()) * Rd + Rd * Rd) * std::ldexp(1.0, -static_cast<int>(m - 64))
                           : 0.0);
   Row r = stat_row(c, "collision", "p=1/2 probe");
   if (stopped && repeats == 0) {
@@ -670,10 +704,12 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
                             streams.size(), d, keys.size(), passes.size(), big_size.c_str(), pass_names.c_str(),
                             static_cast<unsigned long long>(windows),
                             H ? strf("each of them against steps 0..%u of (worker 0, tensor 0) and %u blocks of %u steps "
-                                     "spread up to 2^32 on %zu elements, and those against each other (a key that reuses "
-                                     "that stream up to %u steps later; two steps that share one; a step map periodic "
-                                     "modulo up to about 10^6 at ci)", blocks[0].second - 1, kLongProbeBlocks,
-                                     H / 2 / kLongProbeBlocks, m, blocks[0].second - 1).c_str()
+                                     "spread up to 2^32, and tensor and worker ids 1..%u and multiples of %u up to %u at "
+                                     "step 0, on %zu elements, and all those against each other (a key that reuses that "
+                                     "stream up to %u steps later; two steps that share one; a step map periodic modulo up "
+                                     "to about 10^6 at ci; a tensor or worker id reduced modulo any number up to %u)",
+                                     blocks[0].second - 1, kLongProbeBlocks, H / 2 / kLongProbeBlocks, B - 1, B, B * B, m,
+                                     blocks[0].second - 1, B * B).c_str()
                               : "no long probe (fewer than 192 elements)",
                             bound);
   c.rows.push_back(r);
@@ -722,6 +758,18 @@ std::size_t collision_run(double pairs, double alpha) {
   std::size_t run = checks::kMinRun;
   while (run < 4096 && pairs * std::ldexp(1.0, -static_cast<int>(run)) > alpha / 2) ++run;
   return run;
+}
+
+std::uint32_t id_ladder_base(const Profile& p, std::size_t d) {
+  if (checks::long_probe_steps(p, d) == 0) return 0;
+  return std::clamp<std::uint32_t>(p.steps / 8, 32, 256);
+}
+
+std::vector<std::uint32_t> id_ladder(std::uint32_t B) {
+  std::vector<std::uint32_t> ids;
+  for (std::uint32_t i = 1; i < B; ++i) ids.push_back(i);
+  for (std::uint32_t j = 1; j <= B; ++j) ids.push_back(j * B);
+  return ids;
 }
 
 std::vector<std::pair<std::uint32_t, std::uint32_t>> long_probe_blocks(std::uint32_t H, std::uint64_t stream_seed) {

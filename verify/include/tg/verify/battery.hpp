@@ -132,6 +132,13 @@ std::size_t collision_run(double pairs, double alpha);
 /// 32-bit step range (disjoint, all below 2^32), so that a step map of a large period P meets itself.
 inline constexpr std::uint32_t kLongProbeBlocks = 32;
 std::vector<std::pair<std::uint32_t, std::uint32_t>> long_probe_blocks(std::uint32_t H, std::uint64_t stream_seed);
+/// The collision check's id ladders, drawn beside the long probe (one draw of its elements at step 0 per
+/// id, as tensor ids under worker 0 and as worker ids under tensor 0): the ids 1 .. B - 1 and B, 2B, .., B^2
+/// (B = id_ladder_base). With the long probe's key (worker 0, tensor 0, step 0), every difference
+/// 1 .. B^2 is the difference of two drawn ids (jB - i, i < B), so an id reduced modulo any P <= B^2 maps
+/// two of them to one stream. B is 0 (no ladder) where the long probe has no steps.
+std::uint32_t id_ladder_base(const Profile& p, std::size_t d);
+std::vector<std::uint32_t> id_ladder(std::uint32_t B);
 /// The large job's draws: the profile's draws / 32 on 2^20 + 3 elements, fewer in proportion on a larger
 /// large_d, at least 8 (quick 8 on 2^20 + 3, ci 8 and full 32 on 2^22 + 3).
 std::uint32_t large_steps(const Profile& p);
