@@ -241,6 +241,13 @@ __attribute__((target_clones("popcnt", "default"))) std::uint64_t kept_after_fir
   return ps.n ? c - (ps.bits[0] & 1u) : 0;
 }
 
+// Whether mask bits 64..m-1 of a and b agree (flip = 0) or are complements (flip = 1).
+bool agree_from_64(const std::uint64_t* a, const std::uint64_t* b, std::size_t m, int flip) {
+  for (std::size_t k = 64; k < m; ++k)
+    if ((((a[k / 64] ^ b[k / 64]) >> (k % 64)) & 1u) != static_cast<std::uint64_t>(flip)) return false;
+  return true;
+}
+
 inline int bit_at(const std::vector<std::uint64_t>& b, std::size_t k) { return static_cast<int>((b[k / 64] >> (k % 64)) & 1u); }
 inline std::uint64_t window_at(const std::vector<std::uint64_t>& b, std::size_t j) {
   const std::size_t w = j / 64, r = j % 64;
@@ -633,9 +640,7 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
         auto range = by_window.equal_range(ps.bits[1] ^ mask);
         for (auto it = range.first; it != range.second; ++it) {
           const std::uint64_t* b = rows.data() + static_cast<std::size_t>(it->second) * words;
-          std::size_t same = 64;
-          while (64 + same < m && (bit_at(ps.bits, 64 + same) ^ flip) == static_cast<int>((b[(64 + same) / 64] >> ((64 + same) % 64)) & 1u)) ++same;
-          if (64 + same < m) continue;
+          if (!agree_from_64(ps.bits.data(), b, m, flip)) continue;
           if (long_findings++ == 0 && repeats == 0) {
             const StreamKey& at_key = key_of[it->second];
             const bool later = at_key.step > ps.key.step;  // a step row of the long probe
@@ -656,10 +661,7 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
         for (auto it = range.first; it != range.second; ++it) {
           if (it->second == j || (!flip && it->second < j)) continue;
           const std::uint64_t* b = rows.data() + static_cast<std::size_t>(it->second) * words;
-          std::size_t same = 64;
-          auto bit = [](const std::uint64_t* w, std::size_t k) { return static_cast<int>((w[k / 64] >> (k % 64)) & 1u); };
-          while (64 + same < m && (bit(a, 64 + same) ^ flip) == bit(b, 64 + same)) ++same;
-          if (64 + same < m) continue;
+          if (!agree_from_64(a, b, m, flip)) continue;
           if (long_findings++ == 0 && repeats == 0) {
             const StreamKey &x = key_of[j], &y = key_of[it->second];
             const char* how = flip ? "are complements" : "are equal";
