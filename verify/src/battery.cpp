@@ -152,6 +152,7 @@ Result check_samples(std::span<const TensorSamples> tensors, const SampleCheckOp
   res.options.seed = 0;
   std::vector<std::string> plan = plan_job(job);
   plan.push_back(sure_keeps_id());
+  plan.push_back(near_drops_id());
   res.decisions = plan.size();
   res.alpha_each = res.decisions ? options.alpha_total / static_cast<double>(res.decisions) : options.alpha_total;
   GivenSampler sampler(tensors, elements);
@@ -159,6 +160,7 @@ Result check_samples(std::span<const TensorSamples> tensors, const SampleCheckOp
   Ctx c{sampler, res.options, res.alpha_each, res.rows, progress};
   const JobOut out = run_job(c, job);
   res.rows.push_back(sure_keeps_row(c, {out}));
+  res.rows.push_back(near_drops_row(c, {out}));
   check_plan(plan, res.rows);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
@@ -301,7 +303,8 @@ Result run_battery(Sampler& sampler, const Options& options) {
   }
   if (main_jobs && on("unbiased"))
     for (const char* row : {"unbiased-pooled", "unbiased-drift"}) plan.push_back(row_id(row, "all families"));
-  if (!jobs.empty() && on("structure")) plan.push_back(sure_keeps_id());
+  if (!jobs.empty() && on("structure"))
+    for (const std::string& id : {sure_keeps_id(), near_drops_id()}) plan.push_back(id);
   const Gradient streams_grad = gradient("gaussian", GradientVariant::streams);
   if (on("streams"))
     for (auto& id : plan_streams(streams_grad.family)) plan.push_back(id);
@@ -363,7 +366,10 @@ Result run_battery(Sampler& sampler, const Options& options) {
                                        "(independent sums, variances add)",
                                        Pooled::drift, walked ? &walk_drift.peak : nullptr));
   }
-  if (!jobs.empty() && on("structure")) res.rows.push_back(sure_keeps_row(c, outs));
+  if (!jobs.empty() && on("structure")) {
+    res.rows.push_back(sure_keeps_row(c, outs));
+    res.rows.push_back(near_drops_row(c, outs));
+  }
   // layer-wise vs global scalar: both identities are tested above; the ratio is reported here.
   for (std::size_t i = clip_end; i < layerwise_end; ++i) {
     for (std::size_t m = 0; m < main_jobs; ++m) {

@@ -179,11 +179,18 @@ struct JobOut {
   // The sure keeps (|x| at or above the observed scalar): element-draws, misses, where the first miss was.
   std::uint64_t sure_n = 0, sure_miss = 0;
   std::string sure_msg;
+  // The near drops (0 < p < kNearDropP with the observed scalar): element-draws, keeps, where the first keep was.
+  std::uint64_t near_n = 0, near_keep = 0;
+  std::string near_msg;
 };
 /// The run's sure-keeps decision (one per run, over every job): misses of elements the spec keeps for
 /// sure, against the float32 allowance kSureKeepMiss. `sure_keeps_id` is its planned id.
 std::string sure_keeps_id();
 Row sure_keeps_row(const Ctx& c, const std::vector<JobOut>& outs);
+/// The run's near-drops decision (one per run, over every job): keeps of elements with p < kNearDropP, against
+/// the float32 allowance kSureKeepMiss + kNearDropP per element-draw. `near_drops_id` is its planned id.
+std::string near_drops_id();
+Row near_drops_row(const Ctx& c, const std::vector<JobOut>& outs);
 
 /// The ids of the stat rows run_job will produce, in order (from the spec alone, before any draw).
 std::vector<std::string> plan_job(const JobSpec& job);

@@ -45,9 +45,11 @@ bool bin_planned(double R, double V, double F = 0.0) {
   return R > 0.0 && (need <= R || need <= F);
 }
 
-// Bin of a keep probability; -1 for p = 0 or p = 1 (no randomness).
+// Bin of a keep probability; -1 for p = 0 or p = 1 (no randomness) and for the near drops, p < kNearDropP (judged
+// against the float32 allowance in near-drops: an excess of 2^-22 per element-draw there is a correct float32
+// codec's, and would be a large relative bias in the bin p < 2^-18).
 int p_bin(double p) {
-  if (p <= 0.0 || p >= 1.0) return -1;
+  if (p < kNearDropP || p >= 1.0) return -1;
   const auto& e = p_bin_edges();
   for (std::size_t i = 0; i + 1 < e.size(); ++i)
     if (p < e[i + 1]) return static_cast<int>(i);
@@ -338,6 +340,9 @@ struct JobState {
   std::vector<std::uint8_t> must_keep;  // sure keeps: |x| >= observed scalar (p = 1)
   std::uint64_t sure_n = 0, sure_miss = 0;
   std::string sure_msg;
+  std::vector<std::uint8_t> near_drop;  // near drops: 0 < p < kNearDropP with the observed scalar
+  std::uint64_t near_n = 0, near_keep = 0;
+  std::string near_msg;
 };
 
 }  // namespace
@@ -412,8 +417,12 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
     Row r = random ? stat_row(c, prefix(job, "unbiased"), fam) : exact_row(prefix(job, "unbiased"), fam);
     std::vector<std::size_t> candidates;
     // A sure keep (p = 1) is tested at 1 - kSureKeepMiss: a correct float32 codec may leave one out now
-    // and then; its misses are judged together in the run's sure-keeps row.
-    auto p_test = [&](std::size_t e) { return st.must_keep[e] ? 1.0 - kSureKeepMiss : phat[e]; };
+    // and then; its misses are judged together in the run's sure-keeps row. A near drop (p < kNearDropP) is
+    // tested at p + kSureKeepMiss, as a correct float32 codec may keep one now and then: its keeps are
+    // judged together in near-drops.
+    auto p_test = [&](std::size_t e) {
+      return st.must_keep[e] ? 1.0 - kSureKeepMiss : (st.near_drop[e] ? phat[e] + kSureKeepMiss : phat[e]);
+    };
     for (double level : {1e-3, 0.2}) {
       const ClopperPearsonTable& tab = screening_table(n, level);
       for (std::size_t e = 0; e < D; ++e) {
@@ -468,12 +477,12 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
   // too small for the worst coordinate and cancelling in every sum (pooled, drift, bins, partial sums), add up
   // here as n (n - 1) sum dp^2; so does dependence between the draws of one coordinate (over-dispersion) or
   // draws spread more evenly than independent ones would be (under-dispersion). Sure keeps (judged in
-  // sure-keeps) and p in {0, 1} are left out.
+  // sure-keeps), near drops (judged in near-drops) and p in {0, 1} are left out.
   if (random) {
     Acc a;
     for (std::size_t e = 0; e < D; ++e) {
       const double p = phat[e];
-      if (st.must_keep[e] || p <= 0.0 || p >= 1.0) continue;
+      if (st.must_keep[e] || st.near_drop[e] || p <= 0.0 || p >= 1.0) continue;
       const double v = p * (1.0 - p), m4 = (1.0 - p) * (1.0 - p) * (1.0 - p) + p * p * p;
       a.V += n * v * m4 + 2.0 * n * n * v * v - 3.0 * n * v * v;  // Var(B^2), B a sum of n centred Bernoullis
       a.E += n * v;
@@ -482,7 +491,7 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
     a.tau2 = block_tau2(n, std::max(a.K, 1.0), c.alpha);
     for (std::size_t e = 0; e < D; ++e) {
       const double p = phat[e];
-      if (st.must_keep[e] || p <= 0.0 || p >= 1.0) continue;
+      if (st.must_keep[e] || st.near_drop[e] || p <= 0.0 || p >= 1.0) continue;
       const double B = count[e] - n * p, B2 = B * B;
       if (B2 > a.tau2) ++a.exceed, a.max_b2 = std::max(a.max_b2, B2);
       a.S += std::min(B2, a.tau2);
@@ -802,6 +811,15 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
         }
       }
       st.sure_n = sure * n;
+      // elements the observed scalar keeps with a tiny probability: their keeps are counted against the float32
+      // allowance (row near-drops), and their coordinate test takes p + kSureKeepMiss
+      st.near_drop.assign(D, 0);
+      std::uint64_t near = 0;
+      for (std::size_t e = 0; e < D; ++e) {
+        st.near_drop[e] = phat[e] > 0.0 && phat[e] < kNearDropP && !must_keep[e];
+        near += st.near_drop[e];
+      }
+      st.near_n = near * n;
     }
     for (std::uint32_t j = 0; j < cnt; ++j) {
       for (std::size_t li = 0; li < sp.layers.size(); ++li) {
@@ -945,6 +963,19 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
     }
   }
   if (!defect.empty()) structure_fail(defect);
+  // The near drops' keeps (counted with the others above), and the first coordinate kept.
+  for (std::size_t li = 0; li < sp.layers.size() && !st.near_drop.empty(); ++li) {
+    const SpecLayer& l = sp.layers[li];
+    for (std::size_t k = 0; k < l.layer->g.size(); ++k) {
+      const std::size_t e = l.off + k;
+      if (!st.near_drop[e] || count[e] == 0) continue;
+      if (st.near_keep == 0)
+        st.near_msg = strf("%s%s, %s element %zu: p = %.3g, kept %u times in %u draws",
+                           job.check.empty() ? "" : (job.check + " ").c_str(), job.grad.family.c_str(),
+                           l.layer->name.c_str(), k, phat[e], count[e], n);
+      st.near_keep += count[e];
+    }
+  }
   // The scalar against the spec's: bit for bit, or within the clip-bound tolerance under clipping.
   std::uint64_t& max_ulps = st.max_ulps;
   for (std::size_t li = 0; li < sp.layers.size(); ++li) {
@@ -983,6 +1014,9 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
   out.sure_n = st.sure_n;
   out.sure_miss = st.sure_miss;
   out.sure_msg = st.sure_msg;
+  out.near_n = st.near_n;
+  out.near_keep = st.near_keep;
+  out.near_msg = st.near_msg;
   emit(job.structure, [&] { emit_structure(c, job, st); });
   emit(job.unbiased, [&] { emit_unbiased(c, job, st, out); });
   emit(job.variance, [&] { emit_variance(c, job, st, out); });
@@ -1033,6 +1067,33 @@ Row sure_keeps_row(const Ctx& c, const std::vector<JobOut>& outs) {
   r.detail = strf("elements at or above the scalar (p = 1: the maximum, and every clipped element) left out; a correct "
                   "float32 codec may leave one out with probability <= 2^-22 per draw (p one or two roundings below 1, "
                   "a 24-bit uniform)%s%s", first.empty() ? "" : "; first: ", first.c_str());
+  mark_rejected(r);
+  return r;
+}
+
+std::string near_drops_id() { return row_id("near-drops", "all jobs"); }
+
+Row near_drops_row(const Ctx& c, const std::vector<JobOut>& outs) {
+  std::uint64_t n = 0, keep = 0;
+  std::string first;
+  for (const auto& o : outs) {
+    n += o.near_n, keep += o.near_keep;
+    if (first.empty()) first = o.near_msg;
+  }
+  constexpr double eps = kSureKeepMiss + kNearDropP;  // every near drop's p + the allowance is below this
+  Row r = stat_row(c, "near-drops", "all jobs");
+  double detectable = 1.0;
+  const std::uint64_t crit = n ? miss_rate_critical(n, eps, c.alpha, c.opt.profile.beta, &detectable) : 1;
+  r.statistic = strf("%llu keeps in %llu near drops", static_cast<unsigned long long>(keep), static_cast<unsigned long long>(n));
+  r.threshold = n ? strf("<= %llu (rate 2^-22 + 2^-26)", static_cast<unsigned long long>(crit - 1)) : "no near drops";
+  r.p = binomial_upper_tail(n, keep, eps);
+  r.pvalue = strf("P(Bin(N, 2^-22 + 2^-26) >= keeps) = %.2g", r.p);
+  r.power = n ? strf("keep rate >= %.3g (2^%.1f)", detectable, std::log2(detectable)) : "-";
+  r.pass = r.p > c.alpha;
+  r.detail = strf("elements with keep probability 0 < p < 2^-26 kept; the spec keeps one with probability p, a correct "
+                  "float32 codec with at most p + 2^-23 per draw (a 23- or 24-bit uniform is 0 with probability 2^-23 "
+                  "or 2^-24; allowance 2^-22, as for the sure keeps); a k-bit uniform keeps every p < 2^-k with "
+                  "probability 2^-k (20 bits: 2^-20)%s%s", first.empty() ? "" : "; first: ", first.c_str());
   mark_rejected(r);
   return r;
 }

@@ -167,6 +167,13 @@ ClipWindow clip_scalar_window(std::span<const float> g, const Params& params);
 /// 24 bits or more, so it misses with probability <= 3 * 2^-24 + 2^-24 = 2^-22. The misses of a run are
 /// one decision (row sure-keeps: P(Bin(N, 2^-22) >= misses) <= alpha), not a structure failure.
 inline constexpr double kSureKeepMiss = 0x1p-22;
+/// The near drops: elements whose keep probability p (with the observed scalar) is below this. The spec
+/// keeps one with probability p (its 32-bit threshold: at most p + 2^-32); a correct float32 codec's uniform
+/// of 23 or 24 bits is 0 with probability 2^-23 or 2^-24, so it keeps one with probability at most
+/// p + 2^-23 < p + kSureKeepMiss. A k-bit uniform keeps every p < 2^-k with probability 2^-k: 20 bits keep
+/// them four times as often as the allowance. The keeps of a run are one decision (row near-drops:
+/// P(Bin(N, kSureKeepMiss + kNearDropP) >= keeps) <= alpha).
+inline constexpr double kNearDropP = 0x1p-26;
 /// Distance in float32 ulps between two finite floats (their ordinal difference; of opposite signs, the
 /// sum of both magnitudes' ordinals, so a negated scalar is never within a tolerance).
 std::uint64_t ulp_distance(float a, float b);
