@@ -393,6 +393,17 @@ class PWaveMutant : public MutantCodec {
     return keep_at_rate(g, p, u);
   }
 };
+// 23. the uniform has 16-bit resolution: P(keep) = ceil(65536 p) / 65536. Above p = 2^-12 that is a relative
+// excess of at most 2^-4, which the bins of p see only at ci and full (the bin p < 2^-18, where every p is kept at
+// 2^-16); every near drop (p < 2^-26) is kept at 2^-16, far above the float32 allowance, and at quick the row
+// near-drops is what sees it (about 16 keeps where 8 fail).
+class Uniform16Mutant : public MutantCodec {
+ public:
+  Uniform16Mutant() : MutantCodec("uniform16") {}
+  int element(float g, const ScalarRule& rule, std::uint32_t u) const override {
+    return ternarize_element(g, rule, u & 0xffff0000u);
+  }
+};
 
 // ---- correct variants --------------------------------------------------------------------------
 // Implementations that differ from the reference where the specification allows it and must pass
@@ -582,6 +593,7 @@ const std::vector<MutantInfo>& mutant_list() {
       {"sign-drift", "keep rate (1 - 1/64) p for positive entries, (1 + 1/64) p for negative ones (drift -p s/64)"},
       {"sign-by-p", "for p in [2^-12, 2^-11): keep rate 2p for positive entries, 0 for negative ones"},
       {"p-wave", "keep rate 8p for p in [2^-12, 9 2^-15), 0 for p in [9 2^-15, 2^-11): cancels in every bin of p"},
+      {"uniform16", "uniform with 16-bit resolution: P(keep) = ceil(65536 p)/65536 (every p < 2^-16 kept at 2^-16)"},
   };
   return list;
 }
@@ -618,6 +630,7 @@ std::shared_ptr<const Codec> make_mutant_codec(const std::string& name) {
   if (name == "sign-drift") return std::make_shared<SignDriftMutant>();
   if (name == "sign-by-p") return std::make_shared<SignByPMutant>();
   if (name == "p-wave") return std::make_shared<PWaveMutant>();
+  if (name == "uniform16") return std::make_shared<Uniform16Mutant>();
   std::string known;
   for (const auto& m : mutant_list()) known += (known.empty() ? "" : ", ") + std::string(m.name);
   throw Error(ErrorCode::invalid_argument, "unknown mutant '" + name + "' (known: " + known + ")");

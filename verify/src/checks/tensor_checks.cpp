@@ -1046,6 +1046,39 @@ void clipping_info(Ctx& c, const Gradient& G, const Params& params) {
   c.rows.push_back(r);
 }
 
+namespace {
+
+// What a rare-event row counts: sure keeps left out, or near drops kept.
+struct RareEvents {
+  const char* check;    // row name
+  const char* events;   // "misses", "keeps"
+  const char* of;       // "sure keeps", "near drops"
+  const char* rate;     // the allowance as printed: "2^-22"
+  double eps;           // the allowance per element-draw
+  bool rate_as_power2;  // print the detectable rate as a power of 2 too
+};
+
+// A run's count K of rare events among N element-draws, each of probability at most eps under any codec within
+// the allowance: one decision, reject iff P(Bin(N, eps) >= K) <= alpha (the sum is stochastically below Bin(N, eps)).
+Row rare_events_row(const Ctx& c, const RareEvents& w, std::uint64_t n, std::uint64_t k, const std::string& detail) {
+  Row r = stat_row(c, w.check, "all jobs");
+  double detectable = 1.0;
+  const std::uint64_t crit = n ? miss_rate_critical(n, w.eps, c.alpha, c.opt.profile.beta, &detectable) : 1;
+  r.statistic = strf("%llu %s in %llu %s", static_cast<unsigned long long>(k), w.events, static_cast<unsigned long long>(n), w.of);
+  r.threshold = n ? strf("<= %llu (rate %s)", static_cast<unsigned long long>(crit - 1), w.rate) : std::string("no ") + w.of;
+  r.p = binomial_upper_tail(n, k, w.eps);
+  r.pvalue = strf("P(Bin(N, %s) >= %s) = %.2g", w.rate, w.events, r.p);
+  r.power = !n ? std::string("-")
+               : strf("%s rate >= %.3g", w.events[0] == 'm' ? "miss" : "keep", detectable) +
+                     (w.rate_as_power2 ? strf(" (2^%.1f)", std::log2(detectable)) : std::string());
+  r.pass = r.p > c.alpha;
+  r.detail = detail;
+  mark_rejected(r);
+  return r;
+}
+
+}  // namespace
+
 std::string sure_keeps_id() { return row_id("sure-keeps", "all jobs"); }
 
 Row sure_keeps_row(const Ctx& c, const std::vector<JobOut>& outs) {
@@ -1055,20 +1088,11 @@ Row sure_keeps_row(const Ctx& c, const std::vector<JobOut>& outs) {
     n += o.sure_n, miss += o.sure_miss;
     if (first.empty()) first = o.sure_msg;
   }
-  Row r = stat_row(c, "sure-keeps", "all jobs");
-  double detectable = 1.0;
-  const std::uint64_t crit = n ? miss_rate_critical(n, kSureKeepMiss, c.alpha, c.opt.profile.beta, &detectable) : 1;
-  r.statistic = strf("%llu misses in %llu sure keeps", static_cast<unsigned long long>(miss), static_cast<unsigned long long>(n));
-  r.threshold = n ? strf("<= %llu (rate 2^-22)", static_cast<unsigned long long>(crit - 1)) : "no sure keeps";
-  r.p = binomial_upper_tail(n, miss, kSureKeepMiss);
-  r.pvalue = strf("P(Bin(N, 2^-22) >= misses) = %.2g", r.p);
-  r.power = n ? strf("miss rate >= %.3g", detectable) : "-";
-  r.pass = r.p > c.alpha;
-  r.detail = strf("elements at or above the scalar (p = 1: the maximum, and every clipped element) left out; a correct "
-                  "float32 codec may leave one out with probability <= 2^-22 per draw (p one or two roundings below 1, "
-                  "a 24-bit uniform)%s%s", first.empty() ? "" : "; first: ", first.c_str());
-  mark_rejected(r);
-  return r;
+  return rare_events_row(
+      c, {"sure-keeps", "misses", "sure keeps", "2^-22", kSureKeepMiss, false}, n, miss,
+      strf("elements at or above the scalar (p = 1: the maximum, and every clipped element) left out; a correct "
+           "float32 codec may leave one out with probability <= 2^-22 per draw (p one or two roundings below 1, "
+           "a 24-bit uniform)%s%s", first.empty() ? "" : "; first: ", first.c_str()));
 }
 
 std::string near_drops_id() { return row_id("near-drops", "all jobs"); }
@@ -1080,22 +1104,13 @@ Row near_drops_row(const Ctx& c, const std::vector<JobOut>& outs) {
     n += o.near_n, keep += o.near_keep;
     if (first.empty()) first = o.near_msg;
   }
-  constexpr double eps = kSureKeepMiss + kNearDropP;  // every near drop's p + the allowance is below this
-  Row r = stat_row(c, "near-drops", "all jobs");
-  double detectable = 1.0;
-  const std::uint64_t crit = n ? miss_rate_critical(n, eps, c.alpha, c.opt.profile.beta, &detectable) : 1;
-  r.statistic = strf("%llu keeps in %llu near drops", static_cast<unsigned long long>(keep), static_cast<unsigned long long>(n));
-  r.threshold = n ? strf("<= %llu (rate 2^-22 + 2^-26)", static_cast<unsigned long long>(crit - 1)) : "no near drops";
-  r.p = binomial_upper_tail(n, keep, eps);
-  r.pvalue = strf("P(Bin(N, 2^-22 + 2^-26) >= keeps) = %.2g", r.p);
-  r.power = n ? strf("keep rate >= %.3g (2^%.1f)", detectable, std::log2(detectable)) : "-";
-  r.pass = r.p > c.alpha;
-  r.detail = strf("elements with keep probability 0 < p < 2^-26 kept; the spec keeps one with probability p, a correct "
-                  "float32 codec with at most p + 2^-23 per draw (a 23- or 24-bit uniform is 0 with probability 2^-23 "
-                  "or 2^-24; allowance 2^-22, as for the sure keeps); a k-bit uniform keeps every p < 2^-k with "
-                  "probability 2^-k (20 bits: 2^-20)%s%s", first.empty() ? "" : "; first: ", first.c_str());
-  mark_rejected(r);
-  return r;
+  // every near drop's p plus the allowance is below kSureKeepMiss + kNearDropP
+  return rare_events_row(
+      c, {"near-drops", "keeps", "near drops", "2^-22 + 2^-26", kSureKeepMiss + kNearDropP, true}, n, keep,
+      strf("elements with keep probability 0 < p < 2^-26 kept; the spec keeps one with probability p, a correct "
+           "float32 codec with at most p + 2^-23 per draw (a 23- or 24-bit uniform is 0 with probability 2^-23 "
+           "or 2^-24; allowance 2^-22, as for the sure keeps); a k-bit uniform keeps every p < 2^-k with "
+           "probability 2^-k (20 bits: 2^-20)%s%s", first.empty() ? "" : "; first: ", first.c_str()));
 }
 
 }  // namespace tg::verify::checks
