@@ -115,7 +115,7 @@ TEST(LiveCheck, PassesOnTheRealCodec) {
   // the bins of p (pooled and drift) where the layer's size and draws give them the power (bin_planned)
   EXPECT_EQ(checks, (std::set<std::string>{"structure", "unbiased", "unbiased-dispersion", "unbiased-pooled",
                                               "unbiased-drift", "unbiased-by-p", "unbiased-drift-by-p", "variance",
-                                              "independence", "sure-keeps"}));
+                                              "independence", "sure-keeps", "near-drops"}));
   EXPECT_NEAR(alpha_sum, 1e-3, 1e-12);  // the whole budget, spent over the planned checks, no more
   std::string csv = read_file(dir / "live_checks.csv");
   EXPECT_EQ(csv.rfind(live_check_csv_header(), 0), 0u);
