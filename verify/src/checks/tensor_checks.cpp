@@ -1052,6 +1052,7 @@ namespace {
 struct RareEvents {
   const char* check;    // row name
   const char* events;   // "misses", "keeps"
+  const char* rate_of;  // what the power column's rate counts: "miss", "keep"
   const char* of;       // "sure keeps", "near drops"
   const char* rate;     // the allowance as printed: "2^-22"
   double eps;           // the allowance per element-draw
@@ -1069,7 +1070,7 @@ Row rare_events_row(const Ctx& c, const RareEvents& w, std::uint64_t n, std::uin
   r.p = binomial_upper_tail(n, k, w.eps);
   r.pvalue = strf("P(Bin(N, %s) >= %s) = %.2g", w.rate, w.events, r.p);
   r.power = !n ? std::string("-")
-               : strf("%s rate >= %.3g", w.events[0] == 'm' ? "miss" : "keep", detectable) +
+               : strf("%s rate >= %.3g", w.rate_of, detectable) +
                      (w.rate_as_power2 ? strf(" (2^%.1f)", std::log2(detectable)) : std::string());
   r.pass = r.p > c.alpha;
   r.detail = detail;
@@ -1089,7 +1090,7 @@ Row sure_keeps_row(const Ctx& c, const std::vector<JobOut>& outs) {
     if (first.empty()) first = o.sure_msg;
   }
   return rare_events_row(
-      c, {"sure-keeps", "misses", "sure keeps", "2^-22", kSureKeepMiss, false}, n, miss,
+      c, {"sure-keeps", "misses", "miss", "sure keeps", "2^-22", kSureKeepMiss, false}, n, miss,
       strf("elements at or above the scalar (p = 1: the maximum, and every clipped element) left out; a correct "
            "float32 codec may leave one out with probability <= 2^-22 per draw (p one or two roundings below 1, "
            "a 24-bit uniform)%s%s", first.empty() ? "" : "; first: ", first.c_str()));
@@ -1106,7 +1107,7 @@ Row near_drops_row(const Ctx& c, const std::vector<JobOut>& outs) {
   }
   // every near drop's p plus the allowance is below kSureKeepMiss + kNearDropP
   return rare_events_row(
-      c, {"near-drops", "keeps", "near drops", "2^-22 + 2^-26", kSureKeepMiss + kNearDropP, true}, n, keep,
+      c, {"near-drops", "keeps", "keep", "near drops", "2^-22 + 2^-26", kSureKeepMiss + kNearDropP, true}, n, keep,
       strf("elements with keep probability 0 < p < 2^-26 kept; the spec keeps one with probability p, a correct "
            "float32 codec with at most p + 2^-23 per draw (a 23- or 24-bit uniform is 0 with probability 2^-23 "
            "or 2^-24; allowance 2^-22, as for the sure keeps); a k-bit uniform keeps every p < 2^-k with "
