@@ -107,14 +107,14 @@ std::vector<float> student(std::size_t d, double scale, PhiloxWordStream& rng) {
   return g;
 }
 
-/// Keep-probability ladder of 3d + floor(d/2) elements: g[0] = 1 (so s = max|g| = 1 and p = |g|), then, up to d,
+/// Keep-probability ladder of 5d + floor(d/2) elements: g[0] = 1 (so s = max|g| = 1 and p = |g|), then, up to d,
 /// magnitudes log-uniform in the bin picked by k % 16, each a float in [lower, upper), with a random
 /// sign; then d magnitudes 1/U, U uniform in (2^12, 2^18], with a random sign: keep probabilities in
 /// [2^-18, 2^-12) whose expected keeps are the same in every octave (density proportional to 1/p^2),
 /// so that a loss of all keeps below 2^-16 (or 2^-14) is a third (two thirds) of them; then floor(d/2)
 /// magnitudes 1 - 1/U, U uniform in (2^10, 2^16], with a random sign: drop probabilities q = 1 - p in
 /// [2^-16, 2^-10] whose expected drops are the same in every octave, so that a keep probability rounded
-/// to 1 when q < 2^-12 (float16, to nearest) or q < 2^-9 (bfloat16) loses a third or all of them; then d
+/// to 1 when q < 2^-12 (float16, to nearest) or q < 2^-9 (bfloat16) loses a third or all of them; then 3d
 /// magnitudes 2^-40 (2^13)^U, U uniform in (0, 1), with a random sign: the near drops, keep probabilities in
 /// (2^-40, 2^-27) (2^-27 at most once rounded up to a multiple of 2^-32, as the battery's spec p is: below the
 /// near-drops' 2^-26), which a k-bit uniform keeps with probability 2^-k each (the row near-drops).
@@ -126,7 +126,7 @@ std::vector<float> pladder(std::size_t d, PhiloxWordStream& rng) {
       {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11},
       {0x1p-11, 0x1p-10}, {0x1p-10, 0x1p-6},  {0x1p-22, 0x1p-18}, {0x1p-1, 1.0},
   };
-  std::vector<float> g(3 * d + d / 2);
+  std::vector<float> g(5 * d + d / 2);
   g[0] = 1.0f;
   for (std::size_t k = 1; k < d; ++k) {
     const Bin& bin = bins[k % 16];

@@ -4,6 +4,7 @@
 #include "tg/verify/sampler.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -525,6 +526,23 @@ class F32PVariant : public PerElementCodec {
   static int sign_of(float g) { return g > 0.0f ? 1 : (g < 0.0f ? -1 : 0); }
 };
 
+// The same float32 p against a 23-bit uniform in the mantissa form: the bits 0x3F800000 | (u >> 9) read as a
+// float in [1, 2), less 1, which is (u >> 9) 2^-23 exactly (a framework idiom for float32 uniforms). Its grid
+// step 2^-23 is the coarsest of a correct float32 codec: it keeps every p below 2^-23 when the uniform is 0,
+// with probability 2^-23 per draw, the near-drops allowance (kNearDropKeep).
+class F32U23Variant : public PerElementCodec {
+ public:
+  F32U23Variant() : PerElementCodec("variant:f32-u23") {}
+  int element(float g, const ScalarRule& rule, std::uint32_t u) const override {
+    if (!(rule.scalar > 0.0f)) return 0;
+    const float a = std::min(std::fabs(g), rule.cap);
+    const float inv = 1.0f / rule.scalar;
+    const float p = std::isfinite(inv) ? a * inv : a / rule.scalar;
+    const float uf = std::bit_cast<float>(0x3F800000u | (u >> 9)) - 1.0f;
+    return uf < p ? (g > 0.0f ? 1 : (g < 0.0f ? -1 : 0)) : 0;
+  }
+};
+
 }  // namespace
 
 Draws draws_from_values(std::span<const float> values, std::size_t d, std::uint32_t steps,
@@ -603,6 +621,7 @@ const std::vector<MutantInfo>& variant_list() {
       {"f32-sigma", "clip sigma in float32: pairwise sums of ((g - mean)/max|g - mean|)^2 (PyTorch-like)"},
       {"f32-p", "keep iff (u >> 8) 2^-24 < |x| * (1/s) in float32 (24-bit uniforms, GPU-style p)"},
       {"f32-welford", "clip sigma in float32 by Welford updates over 512 strided threads, merged in a tree (GPU var/std)"},
+      {"f32-u23", "keep iff (1.m - 1) < |x| * (1/s) in float32, m = u >> 9 (23-bit uniforms, the mantissa form)"},
   };
   return list;
 }
@@ -640,6 +659,7 @@ std::shared_ptr<const Codec> make_variant_codec(const std::string& name) {
   if (name == "f32-sigma") return std::make_shared<F32SigmaVariant>();
   if (name == "f32-p") return std::make_shared<F32PVariant>();
   if (name == "f32-welford") return std::make_shared<F32WelfordVariant>();
+  if (name == "f32-u23") return std::make_shared<F32U23Variant>();
   std::string known;
   for (const auto& v : variant_list()) known += (known.empty() ? "" : ", ") + std::string(v.name);
   throw Error(ErrorCode::invalid_argument, "unknown variant '" + name + "' (known: " + known + ")");

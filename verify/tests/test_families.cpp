@@ -34,7 +34,7 @@ TEST(FamilyShapes, EveryFamilyHasItsSizeAndFiniteValues) {
       EXPECT_EQ(g.size(), 61706u);
       EXPECT_EQ(g.layers.size(), 10u);
     } else if (f == "pladder") {
-      EXPECT_EQ(g.size(), 3500u);  // the ladder, as many in [2^-18, 2^-12), half as many near 1, as many near 0
+      EXPECT_EQ(g.size(), 5500u);  // the ladder, as many in [2^-18, 2^-12), half as many near 1, three times as many near 0
     } else {
       EXPECT_EQ(g.size(), 1000u) << f;
     }
@@ -270,7 +270,7 @@ void check_near_drops(const std::vector<float>& g, std::size_t begin, std::size_
 
 void check_ladder(std::size_t d) {
   const auto g = make_gradient("pladder", d, 17).layers[0].g;
-  ASSERT_EQ(g.size(), 3 * d + d / 2);
+  ASSERT_EQ(g.size(), 5 * d + d / 2);
   check_ladder_part(g, d, 2 * d, -18, [](float x) { return static_cast<double>(std::abs(x)); });
   check_ladder_part(g, 2 * d, 2 * d + d / 2, -16, [](float x) { return 1.0 - std::abs(static_cast<double>(x)); });
   check_near_drops(g, 2 * d + d / 2, g.size());
@@ -305,13 +305,13 @@ TEST(FamilyLadder, BinsHoldExactlyTheCountsOfTheRuleAtD1000) {
   // 1000 = 125 * 8: 124 + 3 * 125 in [2^-12, 2^-11), and 62 (k % 16 = 14: k = 14, 30, .., 990) below 2^-18;
   // the second half's 1000 lie in [2^-18, 2^-12)
   const auto g = make_gradient("pladder", 1000, 17).layers[0].g;
-  EXPECT_EQ(std::count_if(g.begin(), g.end(), [](float x) { return std::abs(x) < 0x1p-11f; }), 499 + 62 + 1000 + 1000);
-  EXPECT_EQ(std::count_if(g.begin(), g.end(), [](float x) { return std::abs(x) < 0x1p-18f; }), 62 + 1000);
-  // the third part: elements 2000 .. 2499, all in [1 - 2^-10, 1); the fourth: 2500 .. 3499, all below 2^-26
-  ASSERT_EQ(g.size(), 3500u);
+  EXPECT_EQ(std::count_if(g.begin(), g.end(), [](float x) { return std::abs(x) < 0x1p-11f; }), 499 + 62 + 1000 + 3000);
+  EXPECT_EQ(std::count_if(g.begin(), g.end(), [](float x) { return std::abs(x) < 0x1p-18f; }), 62 + 3000);
+  // the third part: elements 2000 .. 2499, all in [1 - 2^-10, 1); the fourth: 2500 .. 5499, all below 2^-26
+  ASSERT_EQ(g.size(), 5500u);
   EXPECT_EQ(std::count_if(g.begin() + 2000, g.begin() + 2500, [](float x) { return std::abs(x) >= 1.0f - 0x1p-10f && std::abs(x) < 1.0f; }), 500);
-  EXPECT_EQ(std::count_if(g.begin() + 2500, g.end(), [](float x) { return std::abs(x) < 0x1p-26f; }), 1000);
-  EXPECT_EQ(std::count_if(g.begin(), g.end(), [](float x) { return std::abs(x) < 0x1p-26f; }), 1000);
+  EXPECT_EQ(std::count_if(g.begin() + 2500, g.end(), [](float x) { return std::abs(x) < 0x1p-26f; }), 3000);
+  EXPECT_EQ(std::count_if(g.begin(), g.end(), [](float x) { return std::abs(x) < 0x1p-26f; }), 3000);
 }
 
 TEST(FamilyLadder, BinsHoldExactlyTheCountsOfTheRuleAtD8192) { check_ladder(8192); }

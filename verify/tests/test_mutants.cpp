@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -96,6 +97,49 @@ TEST(Mutants, Uniform16KeepsTinyProbabilitiesAtTwoToMinus16) {
   EXPECT_GT(kept, 0u);
 }
 
+// variant:f32-u23 keeps element i iff (u_i >> 9) 2^-23 < p_i: checked element by element against that rule in
+// double, with s = 1 (so p = |g| exactly in float32), on probabilities from 2^-30 to near 1; and at a draw whose
+// uniform has u >> 9 = 0 (found by scanning the stream), the element at p = 2^-30 is kept: the grid step 2^-23
+// that the near-drops allowance is made for.
+TEST(Mutants, F32U23KeepsWhereItsMantissaUniformIsBelowP) {
+  std::vector<float> g(4096);
+  g[0] = 1.0f;
+  for (std::size_t i = 1; i < g.size(); ++i)
+    g[i] = (i % 2 ? 1.0f : -1.0f) * (i % 4 == 1 ? 0x1p-30f : static_cast<float>(i) / 4096.0f);
+  const StreamKey key{3, 0, 0, 0};
+  auto sampler = make_sampler("variant:f32-u23", {});
+  auto expect_rule = [&](std::uint32_t step, std::uint32_t steps) {
+    StreamKey first = key;
+    first.step = step;
+    const Draws m = sampler->draw({g, Params{}, first, steps, std::nullopt});
+    std::size_t kept = 0, dropped = 0;
+    for (std::uint32_t j = 0; j < steps; ++j) {
+      StreamKey k = key;
+      k.step = step + j;
+      for (std::size_t i = 0; i < g.size(); ++i) {
+        const std::uint32_t u = philox_block(k, static_cast<std::uint32_t>(i / 4))[static_cast<int>(i % 4)];
+        const bool keep = static_cast<double>(u >> 9) < std::fabs(static_cast<double>(g[i])) * 0x1p23;
+        const int want = keep ? (g[i] < 0 ? -1 : 1) : 0;
+        EXPECT_EQ(m.trits[j * g.size() + i], want) << "step " << step + j << " element " << i;
+        kept += keep, dropped += !keep;
+      }
+    }
+    EXPECT_GT(kept, 0u);
+    EXPECT_GT(dropped, 0u);
+  };
+  expect_rule(0, 16);
+  // the first draw of an element at p = 2^-30 whose uniform is 0 in 23 bits (probability 2^-23 per draw)
+  std::optional<std::uint32_t> found;
+  for (std::uint32_t step = 0; step < (1u << 16) && !found; ++step) {
+    StreamKey k = key;
+    k.step = step;
+    for (std::uint32_t b = 0; b < g.size() / 4 && !found; ++b)
+      if ((philox_block(k, b)[1] >> 9) == 0) found = step;  // element 4b + 1: p = 2^-30
+  }
+  ASSERT_TRUE(found.has_value()) << "2^26 uniforms hold about 8 such words";
+  expect_rule(*found, 1);
+}
+
 TEST(Mutants, ListsAndFactoriesAgree) {
   std::set<std::string> names;
   for (const auto& m : mutant_list()) {
@@ -110,7 +154,7 @@ TEST(Mutants, ListsAndFactoriesAgree) {
     EXPECT_EQ(make_variant_codec(v.name)->name(), std::string("variant:") + v.name);
     EXPECT_EQ(make_sampler(std::string("variant:") + v.name, {})->name(), std::string("variant:") + v.name);
   }
-  EXPECT_EQ(variant_list().size(), 3u);
+  EXPECT_EQ(variant_list().size(), 4u);
   auto message = [](auto f) -> std::string {
     try {
       f();
@@ -120,7 +164,7 @@ TEST(Mutants, ListsAndFactoriesAgree) {
     }
     return "no error";
   };
-  EXPECT_NE(message([] { make_variant_codec("nope"); }).find("unknown variant 'nope' (known: f32-sigma, f32-p, f32-welford)"),
+  EXPECT_NE(message([] { make_variant_codec("nope"); }).find("unknown variant 'nope' (known: f32-sigma, f32-p, f32-welford, f32-u23)"),
             std::string::npos);
   EXPECT_NE(message([] { make_mutant_codec("f32-sigma"); }).find("f32-sigma-naive"), std::string::npos);
   EXPECT_NE(message([] { make_sampler("variant:nope", {}); }).find("unknown variant"), std::string::npos);

@@ -188,7 +188,7 @@ struct JobOut {
 std::string sure_keeps_id();
 Row sure_keeps_row(const Ctx& c, const std::vector<JobOut>& outs);
 /// The run's near-drops decision (one per run, over every job): keeps of elements with p < kNearDropP, against
-/// the float32 allowance kSureKeepMiss + kNearDropP per element-draw. `near_drops_id` is its planned id.
+/// the float32 allowance kNearDropKeep + kNearDropP per element-draw. `near_drops_id` is its planned id.
 std::string near_drops_id();
 Row near_drops_row(const Ctx& c, const std::vector<JobOut>& outs);
 

@@ -418,10 +418,10 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
     std::vector<std::size_t> candidates;
     // A sure keep (p = 1) is tested at 1 - kSureKeepMiss: a correct float32 codec may leave one out now
     // and then; its misses are judged together in the run's sure-keeps row. A near drop (p < kNearDropP) is
-    // tested at p + kSureKeepMiss, as a correct float32 codec may keep one now and then: its keeps are
+    // tested at p + kNearDropKeep, as a correct float32 codec may keep one now and then: its keeps are
     // judged together in near-drops.
     auto p_test = [&](std::size_t e) {
-      return st.must_keep[e] ? 1.0 - kSureKeepMiss : (st.near_drop[e] ? phat[e] + kSureKeepMiss : phat[e]);
+      return st.must_keep[e] ? 1.0 - kSureKeepMiss : (st.near_drop[e] ? phat[e] + kNearDropKeep : phat[e]);
     };
     for (double level : {1e-3, 0.2}) {
       const ClopperPearsonTable& tab = screening_table(n, level);
@@ -812,7 +812,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
       }
       st.sure_n = sure * n;
       // elements the observed scalar keeps with a tiny probability: their keeps are counted against the float32
-      // allowance (row near-drops), and their coordinate test takes p + kSureKeepMiss
+      // allowance (row near-drops), and their coordinate test takes p + kNearDropKeep
       st.near_drop.assign(D, 0);
       std::uint64_t near = 0;
       for (std::size_t e = 0; e < D; ++e) {
@@ -1105,13 +1105,13 @@ Row near_drops_row(const Ctx& c, const std::vector<JobOut>& outs) {
     n += o.near_n, keep += o.near_keep;
     if (first.empty()) first = o.near_msg;
   }
-  // every near drop's p plus the allowance is below kSureKeepMiss + kNearDropP
+  // every near drop's p plus the allowance is below kNearDropKeep + kNearDropP
   return rare_events_row(
-      c, {"near-drops", "keeps", "keep", "near drops", "2^-22 + 2^-26", kSureKeepMiss + kNearDropP, true}, n, keep,
+      c, {"near-drops", "keeps", "keep", "near drops", "2^-23 + 2^-26", kNearDropKeep + kNearDropP, true}, n, keep,
       strf("elements with keep probability 0 < p < 2^-26 kept; the spec keeps one with probability p, a correct "
-           "float32 codec with at most p + 2^-23 per draw (a 23- or 24-bit uniform is 0 with probability 2^-23 "
-           "or 2^-24; allowance 2^-22, as for the sure keeps); a k-bit uniform keeps every p < 2^-k with "
-           "probability 2^-k (20 bits: 2^-20)%s%s", first.empty() ? "" : "; first: ", first.c_str()));
+           "float32 codec with at most p + 2^-23 per draw (its uniform's grid step is 2^-23, the mantissa form "
+           "1.m - 1, or finer); a k-bit uniform keeps every p < 2^-k with probability 2^-k "
+           "(21 bits: 2^-21)%s%s", first.empty() ? "" : "; first: ", first.c_str()));
 }
 
 }  // namespace tg::verify::checks

@@ -168,12 +168,15 @@ ClipWindow clip_scalar_window(std::span<const float> g, const Params& params);
 /// one decision (row sure-keeps: P(Bin(N, 2^-22) >= misses) <= alpha), not a structure failure.
 inline constexpr double kSureKeepMiss = 0x1p-22;
 /// The near drops: elements whose keep probability p (with the observed scalar) is below this. The spec
-/// keeps one with probability p (its 32-bit threshold: at most p + 2^-32); a correct float32 codec's uniform
-/// of 23 or 24 bits is 0 with probability 2^-23 or 2^-24, so it keeps one with probability at most
-/// p + 2^-23 < p + kSureKeepMiss. A k-bit uniform keeps every p < 2^-k with probability 2^-k: 20 bits keep
-/// them four times as often as the allowance. The keeps of a run are one decision (row near-drops:
-/// P(Bin(N, kSureKeepMiss + kNearDropP) >= keeps) <= alpha).
+/// keeps one with probability p (its 32-bit threshold: at most p + 2^-32). A correct float32 codec's uniform
+/// lies on a grid of step 2^-23 (the mantissa form 1.m - 1) or finer (24 bits: 2^-24), so it keeps one with
+/// probability at most p + 2^-23 < kNearDropKeep + kNearDropP, whatever rounding its p has. A k-bit uniform
+/// keeps every p < 2^-k with probability 2^-k: 21 bits keep them about 3.6 times as often as the allowance,
+/// 22 bits 1.8 times. The keeps of a run are one decision
+/// (row near-drops: P(Bin(N, kNearDropKeep + kNearDropP) >= keeps) <= alpha).
 inline constexpr double kNearDropP = 0x1p-26;
+/// The near drops' allowance beyond their own p, per element-draw (above).
+inline constexpr double kNearDropKeep = 0x1p-23;
 /// Distance in float32 ulps between two finite floats (their ordinal difference; of opposite signs, the
 /// sum of both magnitudes' ordinals, so a negated scalar is never within a tolerance).
 std::uint64_t ulp_distance(float a, float b);

@@ -63,12 +63,13 @@
 //               [2^-16, 2^-10] with density proportional to 1/q^2, so every octave holds the same
 //               expected number of drops, and a keep probability rounded to nearest float16 (every
 //               q < 2^-12 kept always) loses two thirds of them, to nearest bfloat16 (q < 2^-9) all.
-//               Then, for k = 2d + floor(d/2) .. 3d + floor(d/2) - 1 (pladder has 3d + floor(d/2)
+//               Then, for k = 2d + floor(d/2) .. 5d + floor(d/2) - 1 (pladder has 5d + floor(d/2)
 //               elements): m = float(2^-40 * (2^13) ** U()) clamped to [2^-40, the largest float below
 //               2^-27], negative = U() < 0.5: the near drops, keep probabilities in [2^-40, 2^-27) (below the
 //               row near-drops' 2^-26 also once rounded up to a multiple of 2^-32), which the spec almost
-//               never keeps and a k-bit uniform keeps with probability 2^-k each (20-bit uniforms: 2^-20,
-//               four times the float32 allowance of the row near-drops).
+//               never keeps and a k-bit uniform keeps with probability 2^-k each (21-bit uniforms: 2^-21,
+//               3.6 times the float32 allowance of the row near-drops). 3d of them, so that ci's
+//               pladder alone holds 201 million near-drop element-draws (65,536 x 3 x 1024 draws).
 //   multilayer  four tensors "layer0".."layer3" of sizes d/2, d/4, d/8, d - d/2 - d/4 - d/8 with
 //               scales 1, 1e-2, 1e-4, 1e2: float(scale * N()), tensors in order from the same
 //               stream; a tensor of size 0 is left out (no draws)
@@ -108,7 +109,7 @@ struct Gradient {
 /// All family names in battery order.
 const std::vector<std::string>& family_names();
 
-/// A gradient of family `name` with about d elements (lenet has its fixed 61,706, pladder 3d + floor(d/2)), from `seed`.
+/// A gradient of family `name` with about d elements (lenet has its fixed 61,706, pladder 5d + floor(d/2)), from `seed`.
 /// Throws tg::Error(invalid_argument) on an unknown name or d == 0.
 Gradient make_gradient(const std::string& name, std::size_t d, std::uint64_t seed);
 
