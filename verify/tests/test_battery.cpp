@@ -1738,6 +1738,27 @@ TEST(Battery, CollisionIdLaddersMeetEveryPeriodUpToBSquared) {
 
 // A tensor or worker id reduced modulo a prime (a table of streams indexed by id mod P): the listed probe keys
 // meet few such periods (here none of these primes), the id ladders every period up to B^2 = 16384 at ci.
+// A stream reused at every step (mutant step-reuse) makes every row of the long probe equal to every other:
+// at quick, R^2 / 2 = 5.4 x 10^8 pairs of 32,768 + 126 rows. The collision check stops comparing, as the scan
+// of each pass does, after 16 findings (or 2 x 10^6 rows that agree on bits 64..127, which under H0 agree with
+// probability 2^-64 each), so the row fails with a count marked as a lower bound. Before, it counted every pair
+// (">= 537247853 repeated runs", 107 s of the quick run); the count here is at most 16 per pass and 16 for the
+// long probe.
+TEST(Battery, CollisionStopsCountingOnceAStreamIsReusedAtEveryStep) {
+  Options o;
+  o.profile = profile_named("quick");
+  o.skip = all_checks_but({"collision"});
+  auto m = make_sampler("mutant:step-reuse", {});
+  const Result r = run_battery(*m, o);
+  const Row& row = row_with_id(r, "collision/p=1/2 probe");
+  EXPECT_FALSE(row.pass) << format_table(r);
+  ASSERT_EQ(row.statistic.rfind(">= ", 0), 0u) << row.statistic;
+  const unsigned long long count = std::stoull(row.statistic.substr(3));
+  EXPECT_GE(count, 16u) << row.statistic;
+  EXPECT_LE(count, 16u * 16u) << row.statistic;
+  EXPECT_NE(row.detail.find("equal bits"), std::string::npos) << row.detail;
+}
+
 TEST(Battery, CollisionFindsTensorAndWorkerIdsReducedModuloAPeriod) {
   Options o = small_options(512, 1024, 4, all_checks_but({"collision"}));  // B = 128, as at ci
   ASSERT_EQ(id_ladder_base(o.profile, o.profile.d), 128u);

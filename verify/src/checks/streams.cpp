@@ -243,8 +243,12 @@ __attribute__((target_clones("popcnt", "default"))) std::uint64_t kept_after_fir
 
 // Whether mask bits 64..m-1 of a and b agree (flip = 0) or are complements (flip = 1).
 bool agree_from_64(const std::uint64_t* a, const std::uint64_t* b, std::size_t m, int flip) {
-  for (std::size_t k = 64; k < m; ++k)
-    if ((((a[k / 64] ^ b[k / 64]) >> (k % 64)) & 1u) != static_cast<std::uint64_t>(flip)) return false;
+  const std::uint64_t want = flip ? ~std::uint64_t{0} : 0;  // the bits of a ^ b where they agree
+  for (std::size_t w = 1; w * 64 < m; ++w) {
+    const std::size_t bits = std::min<std::size_t>(64, m - w * 64);
+    const std::uint64_t used = bits == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
+    if (((a[w] ^ b[w]) & used) != (want & used)) return false;
+  }
   return true;
 }
 
@@ -631,14 +635,25 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
       if (k.step != 0 || (k.worker != 0 && k.tensor != 0)) return false;
       return std::binary_search(ladder.begin(), ladder.end(), k.worker | k.tensor);
     };
+    // Under H0 two rows agree on bits 64..127 with probability 2^-64, so the comparisons stop, as the scan's do,
+    // after kMaxRepeats findings or kMaxCompares rows that agree there: a stream reused at every step (all H
+    // rows equal) would otherwise cost R^2 / 2 comparisons of m bits (hours at ci), for a verdict already made.
+    std::uint64_t long_compares = 0;
+    auto long_budget_left = [&] {
+      if (long_findings < kMaxRepeats && long_compares < kMaxCompares) return true;
+      stopped = true;
+      return false;
+    };
     for (const auto& ps : streams) {
       // The probe rows of the long probe's own key at steps it did not draw (65,535.., 2^31 - 1, 2^32 - 2,
       // the powers of ten) are compared too: a step map of period P meets them there.
+      if (!long_budget_left()) break;
       if (probed(ps.key)) continue;
       for (int flip = 0; flip < 2; ++flip) {
         const std::uint64_t mask = flip ? ~std::uint64_t{0} : 0;
         auto range = by_window.equal_range(ps.bits[1] ^ mask);
-        for (auto it = range.first; it != range.second; ++it) {
+        for (auto it = range.first; it != range.second && long_budget_left(); ++it) {
+          ++long_compares;
           const std::uint64_t* b = rows.data() + static_cast<std::size_t>(it->second) * words;
           if (!agree_from_64(ps.bits.data(), b, m, flip)) continue;
           if (long_findings++ == 0 && repeats == 0) {
@@ -653,13 +668,14 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
       }
     }
     // The rows against each other: each unordered pair once (equal), or once per order (complemented).
-    for (std::size_t j = 0; j < R; ++j) {
+    for (std::size_t j = 0; j < R && long_budget_left(); ++j) {
       const std::uint64_t* a = rows.data() + j * words;
       for (int flip = 0; flip < 2; ++flip) {
         const std::uint64_t mask = flip ? ~std::uint64_t{0} : 0;
         auto range = by_window.equal_range(a[1] ^ mask);
-        for (auto it = range.first; it != range.second; ++it) {
+        for (auto it = range.first; it != range.second && long_budget_left(); ++it) {
           if (it->second == j || (!flip && it->second < j)) continue;
+          ++long_compares;
           const std::uint64_t* b = rows.data() + static_cast<std::size_t>(it->second) * words;
           if (!agree_from_64(a, b, m, flip)) continue;
           if (long_findings++ == 0 && repeats == 0) {
