@@ -505,42 +505,31 @@ class F32WelfordVariant : public VariantCodec {
   }
 };
 
-// p = |x| * (1/s) in float32 (the GPU idiom g.abs() * (1 / s)) against a 24-bit uniform, (u >> 8) 2^-24,
-// as torch.rand draws them: every p and decision within float32 rounding of the spec's. s (1/s) rounds to
-// 1 - 2^-24 for about 15% of scalars, so the maximum (and every clipped element) is left out with
-// probability 2^-24 per draw: what the battery's sure-keeps allowance is for. Where 1/s overflows (a
-// subnormal scalar) it divides instead, as a careful codec must.
+// p = |x| * (1/s) in float32 (the GPU idiom g.abs() * (1 / s)) against a float32 uniform: every p and decision
+// within float32 rounding of the spec's. Where 1/s overflows (a subnormal scalar) it divides instead, as a
+// careful codec must. Two uniforms:
+// - f32-p: 24 bits, (u >> 8) 2^-24, as torch.rand draws them. s (1/s) rounds to 1 - 2^-24 for about 15% of
+//   scalars, so the maximum (and every clipped element) is left out with probability 2^-24 per draw: what the
+//   battery's sure-keeps allowance is for.
+// - f32-u23: 23 bits in the mantissa form, the bits 0x3F800000 | (u >> 9) read as a float in [1, 2), less 1,
+//   which is (u >> 9) 2^-23 exactly (a framework idiom for float32 uniforms). Its grid step 2^-23 is the
+//   coarsest of a correct float32 codec: it keeps every p below 2^-23 when the uniform is 0, with probability
+//   2^-23 per draw, the near-drops allowance (kNearDropKeep).
 class F32PVariant : public PerElementCodec {
  public:
-  F32PVariant() : PerElementCodec("variant:f32-p") {}
+  F32PVariant(const std::string& name, bool mantissa23) : PerElementCodec(name), mantissa23_(mantissa23) {}
   int element(float g, const ScalarRule& rule, std::uint32_t u) const override {
     if (!(rule.scalar > 0.0f)) return 0;
     const float a = std::min(std::fabs(g), rule.cap);
     const float inv = 1.0f / rule.scalar;
     const float p = std::isfinite(inv) ? a * inv : a / rule.scalar;
-    const float uf = static_cast<float>(u >> 8) * 0x1p-24f;
-    return uf < p ? sign_of(g) : 0;
+    const float uf = mantissa23_ ? std::bit_cast<float>(0x3F800000u | (u >> 9)) - 1.0f
+                                 : static_cast<float>(u >> 8) * 0x1p-24f;
+    return uf < p ? (g > 0.0f ? 1 : (g < 0.0f ? -1 : 0)) : 0;
   }
 
  private:
-  static int sign_of(float g) { return g > 0.0f ? 1 : (g < 0.0f ? -1 : 0); }
-};
-
-// The same float32 p against a 23-bit uniform in the mantissa form: the bits 0x3F800000 | (u >> 9) read as a
-// float in [1, 2), less 1, which is (u >> 9) 2^-23 exactly (a framework idiom for float32 uniforms). Its grid
-// step 2^-23 is the coarsest of a correct float32 codec: it keeps every p below 2^-23 when the uniform is 0,
-// with probability 2^-23 per draw, the near-drops allowance (kNearDropKeep).
-class F32U23Variant : public PerElementCodec {
- public:
-  F32U23Variant() : PerElementCodec("variant:f32-u23") {}
-  int element(float g, const ScalarRule& rule, std::uint32_t u) const override {
-    if (!(rule.scalar > 0.0f)) return 0;
-    const float a = std::min(std::fabs(g), rule.cap);
-    const float inv = 1.0f / rule.scalar;
-    const float p = std::isfinite(inv) ? a * inv : a / rule.scalar;
-    const float uf = std::bit_cast<float>(0x3F800000u | (u >> 9)) - 1.0f;
-    return uf < p ? (g > 0.0f ? 1 : (g < 0.0f ? -1 : 0)) : 0;
-  }
+  bool mantissa23_;
 };
 
 }  // namespace
@@ -657,9 +646,9 @@ std::shared_ptr<const Codec> make_mutant_codec(const std::string& name) {
 
 std::shared_ptr<const Codec> make_variant_codec(const std::string& name) {
   if (name == "f32-sigma") return std::make_shared<F32SigmaVariant>();
-  if (name == "f32-p") return std::make_shared<F32PVariant>();
+  if (name == "f32-p") return std::make_shared<F32PVariant>("variant:f32-p", false);
   if (name == "f32-welford") return std::make_shared<F32WelfordVariant>();
-  if (name == "f32-u23") return std::make_shared<F32U23Variant>();
+  if (name == "f32-u23") return std::make_shared<F32PVariant>("variant:f32-u23", true);
   std::string known;
   for (const auto& v : variant_list()) known += (known.empty() ? "" : ", ") + std::string(v.name);
   throw Error(ErrorCode::invalid_argument, "unknown variant '" + name + "' (known: " + known + ")");
