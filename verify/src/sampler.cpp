@@ -406,6 +406,23 @@ class Uniform16Mutant : public MutantCodec {
   }
 };
 
+// 24. the clip bound from the sample standard deviation, squares summed over n - 1 (torch.std()'s default,
+// numpy's std(ddof=1)): c sigma is sqrt(n / (n - 1)) too large, a relative 1/(2n). That is outside the float32
+// window (clip_bound_ulps) on every tensor the families draw at quick; on the tails row's two-element tensors
+// the bound passes max|g| and the scalar is max|g|. Only the scalar changes: the keep rule is the spec's.
+// The structure rows under clipping fail and name the sample standard deviation; the fresh-gradient row
+// (state between calls) passes, as it should: the codec keeps none.
+class SampleSigmaMutant : public MutantCodec {
+ public:
+  SampleSigmaMutant() : MutantCodec("sample-sigma") {}
+  Moments moments(std::span<const float> g) const override {
+    Moments m = reference_codec().moments(g);
+    const double n = static_cast<double>(g.size());
+    if (g.size() > 1) m.sigma *= std::sqrt(n / (n - 1.0));
+    return m;
+  }
+};
+
 // ---- correct variants --------------------------------------------------------------------------
 // Implementations that differ from the reference where the specification allows it and must pass
 // the battery. Everything but the difference is forwarded to the reference codec.
@@ -601,6 +618,7 @@ const std::vector<MutantInfo>& mutant_list() {
       {"sign-by-p", "for p in [2^-12, 2^-11): keep rate 2p for positive entries, 0 for negative ones"},
       {"p-wave", "keep rate 8p for p in [2^-12, 9 2^-15), 0 for p in [9 2^-15, 2^-11): cancels in every bin of p"},
       {"uniform16", "uniform with 16-bit resolution: P(keep) = ceil(65536 p)/65536 (every p < 2^-16 kept at 2^-16)"},
+      {"sample-sigma", "clip sigma over n - 1 (torch.std()'s default): the clip bound sqrt(n/(n-1)) too large"},
   };
   return list;
 }
@@ -639,6 +657,7 @@ std::shared_ptr<const Codec> make_mutant_codec(const std::string& name) {
   if (name == "sign-by-p") return std::make_shared<SignByPMutant>();
   if (name == "p-wave") return std::make_shared<PWaveMutant>();
   if (name == "uniform16") return std::make_shared<Uniform16Mutant>();
+  if (name == "sample-sigma") return std::make_shared<SampleSigmaMutant>();
   std::string known;
   for (const auto& m : mutant_list()) known += (known.empty() ? "" : ", ") + std::string(m.name);
   throw Error(ErrorCode::invalid_argument, "unknown mutant '" + name + "' (known: " + known + ")");

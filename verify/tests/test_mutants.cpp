@@ -148,7 +148,7 @@ TEST(Mutants, ListsAndFactoriesAgree) {
     EXPECT_EQ(make_sampler(std::string("mutant:") + m.name, {})->name(), std::string("mutant:") + m.name);
     EXPECT_GT(std::strlen(m.description), 10u) << m.name;
   }
-  EXPECT_EQ(mutant_list().size(), 23u);
+  EXPECT_EQ(mutant_list().size(), 24u);
   for (const auto& v : variant_list()) {
     EXPECT_TRUE(names.insert(v.name).second) << v.name;  // a name is a mutant or a variant, never both
     EXPECT_EQ(make_variant_codec(v.name)->name(), std::string("variant:") + v.name);
@@ -458,6 +458,33 @@ TEST(Mutants, F32SigmaNaiveUnderflowsAndOverflows) {
   EXPECT_EQ(d.scalars[0], 0.0f);
   EXPECT_EQ(std::count(d.trits.begin(), d.trits.end(), 0), static_cast<std::ptrdiff_t>(d.trits.size()));
   EXPECT_GT(draw_key("reference", tiny, {7, 0, 0, 0}, 1, clip).scalars[0], 0.0f);
+}
+
+// sample-sigma: the clip bound is c times the sample standard deviation, the spec's sigma times sqrt(n/(n-1));
+// the scalar follows it (clip and saturate), the keep rule is the spec's under that scalar, and without
+// clipping (or on one element, where n - 1 = 0) nothing changes.
+TEST(Mutants, SampleSigmaClipsAtTheSampleStandardDeviation) {
+  auto m = make_mutant_codec("sample-sigma");
+  std::vector<float> g = sines(1000, 1.0);
+  g[3] = 9.0f;  // max|g| above either bound: the scalar is the bound
+  const double sigma = reference_codec().moments(g).sigma;
+  for (ClipMode mode : {ClipMode::clip, ClipMode::saturate}) {
+    Params p;
+    p.clip = mode;
+    EXPECT_EQ(clip_bound(*m, g, p), static_cast<float>(2.5 * sigma * std::sqrt(1000.0 / 999.0)));
+    EXPECT_GT(ulp_distance(clip_bound(*m, g, p), clip_bound(reference_codec(), g, p)), 1000u);
+    const Draws d = draw_key("mutant:sample-sigma", g, {7, 0, 0, 0}, 2, p);
+    EXPECT_EQ(d.scalars[0], clip_bound(*m, g, p));
+    // the spec's rule with that scalar given
+    Params none;
+    const Draws same = make_sampler("reference", {})->draw({g, none, {7, 0, 0, 0}, 2, d.scalars[0]});
+    EXPECT_EQ(d.trits, same.trits);
+  }
+  EXPECT_EQ(draw_key("mutant:sample-sigma", g, {7, 0, 0, 0}, 2).trits, draw_key("reference", g, {7, 0, 0, 0}, 2).trits);
+  Params clip;
+  clip.clip = ClipMode::clip;
+  const std::vector<float> one = {0.5f};
+  EXPECT_EQ(clip_bound(*m, one, clip), clip_bound(reference_codec(), one, clip));
 }
 
 // ---- variants --------------------------------------------------------------------------------------

@@ -107,6 +107,20 @@ ClipWindow clip_scalar_window(std::span<const float> g, const Params& params) {
   return w;
 }
 
+std::string sample_sigma_hint(std::span<const float> g, const Params& params, float got) {
+  if (params.clip == ClipMode::none || g.size() < 2 || !std::isfinite(got) || got <= 0.0f) return {};
+  const ClipWindow b = clip_bound_window(g, params);
+  if (!std::isfinite(b.spec) || !(b.spec > 0.0f)) return {};
+  const double n = static_cast<double>(g.size()), f = std::sqrt(n / (n - 1.0));
+  const float lo = ulps_down(static_cast<float>(static_cast<double>(b.lo) * f), 1),
+              hi = ulps_up(static_cast<float>(static_cast<double>(b.hi) * f), 1);
+  // only where that bound is the scalar: at max|g| the scalar says nothing of the bound
+  if (!(got >= lo && got <= hi) || got >= reference_codec().max_abs(g, 0)) return {};
+  return strf("; it is c times the sample standard deviation (squares summed over n - 1 = %zu, torch.std()'s default "
+              "and numpy's std(ddof=1)): the spec's sigma is the population one (over n = %zu)",
+              g.size() - 1, g.size());
+}
+
 namespace checks {
 
 Progress::Progress(bool on, double total, std::function<void()> poll)

@@ -214,7 +214,8 @@ std::vector<std::string> plan_aggregate(const Options& o, const Params& params);
 void run_aggregate(Ctx& c, std::size_t d, const Params& params);
 void run_cross(Ctx& c);
 /// structure/fresh gradients (exact): steps 0..2 of one key with gradients A, B, A in every mode the
-/// implementation has; each scalar must be its own gradient's (checks/fresh.cpp).
+/// implementation has; each call must give its gradient the scalar and signs the same codec gives it at a key's
+/// first call (state kept between calls; checks/fresh.cpp).
 void run_fresh_gradient(Ctx& c, std::size_t d);
 /// structure/tails (exact): the unique maximum planted at the last, the first and (negated) the last
 /// element of tensors of every remainder mod 16, one draw each in every mode (checks/tails.cpp).

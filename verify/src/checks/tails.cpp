@@ -60,8 +60,14 @@ void run_tails(Ctx& c) {
   for (ClipMode m : {ClipMode::none, ClipMode::clip, ClipMode::saturate})
     if (supports(c.opt, to_string(m))) modes.push_back(m);
   const char* where[3] = {"last", "first", "last, negative"};
-  std::string msg;
+  std::string msg, diagnosed;  // the first violation; the first with a diagnosis, where the first has none
   std::uint64_t bad = 0, draws = 0, elements = 0;
+  auto wrong_scalar = [&](const std::string& what, const std::string& hint) {
+    if (bad++ == 0)
+      msg = what + hint;
+    else if (!hint.empty() && diagnosed.empty() && msg.find("; it is ") == std::string::npos)
+      diagnosed = what + hint;
+  };
   for (std::size_t si = 0; si < tail_sizes().size(); ++si) {
     const std::size_t d = tail_sizes()[si];
     std::vector<float> base(d);
@@ -81,10 +87,10 @@ void run_tails(Ctx& c) {
         const ClipWindow w = clip_scalar_window(g, params);
         const float got = dr.scalars[0];
         if (!w.contains(got)) {
-          if (bad++ == 0)
-            msg = strf("clip %s, %zu elements, maximum |g| = 1.25 at the %s element: scalar %.9g, the spec's %.9g%s",
-                       to_string(m), d, where[place], static_cast<double>(got), static_cast<double>(w.spec),
-                       m == ClipMode::none ? "" : " (the clip bound's window allows a float32 sigma)");
+          wrong_scalar(strf("clip %s, %zu elements, maximum |g| = 1.25 at the %s element: scalar %.9g, the spec's %.9g%s",
+                            to_string(m), d, where[place], static_cast<double>(got), static_cast<double>(w.spec),
+                            m == ClipMode::none ? "" : " (the clip bound's window allows a float32 sigma)"),
+                       sample_sigma_hint(g, params, got));
           continue;
         }
         count_wrong_signs(dr, g, strf("clip %s, %zu elements", to_string(m), d), bad, msg);
@@ -116,15 +122,18 @@ void run_tails(Ctx& c) {
       const ClipWindow w = clip_scalar_window(g, params);
       const float got = dr.scalars[0];
       if (!w.contains(got)) {
-        if (bad++ == 0)
-          msg = strf("clip %s, c = %g, %zu elements of mean %g: scalar %.9g, the spec's c sigma %.9g (window %.9g .. "
-                     "%.9g)%s",
-                     to_string(m), cb.c, cb.d, cb.mean, static_cast<double>(got), static_cast<double>(w.spec),
-                     static_cast<double>(w.lo), static_cast<double>(w.hi),
-                     cb.mean != 0.0 ? ": a float32 sigma that loses the mean's digits (one pass, E[g^2] - E[g]^2)?"
-                                    : (std::fabs(static_cast<double>(got) / static_cast<double>(w.spec) * cb.c - 2.5) < 1e-3
-                                           ? ": c = 2.5 used instead of c?"
-                                           : ""));
+        const std::string hint = sample_sigma_hint(g, params, got);
+        wrong_scalar(strf("clip %s, c = %g, %zu elements of mean %g: scalar %.9g, the spec's c sigma %.9g (window %.9g .. "
+                          "%.9g)%s",
+                          to_string(m), cb.c, cb.d, cb.mean, static_cast<double>(got), static_cast<double>(w.spec),
+                          static_cast<double>(w.lo), static_cast<double>(w.hi),
+                          !hint.empty() ? ""
+                          : cb.mean != 0.0
+                              ? ": a float32 sigma that loses the mean's digits (one pass, E[g^2] - E[g]^2)?"
+                              : (std::fabs(static_cast<double>(got) / static_cast<double>(w.spec) * cb.c - 2.5) < 1e-3
+                                     ? ": c = 2.5 used instead of c?"
+                                     : "")),
+                     hint);
         continue;
       }
       count_wrong_signs(dr, g, strf("clip %s, c = %g, %zu elements of mean %g", to_string(m), cb.c, cb.d, cb.mean), bad,
@@ -151,19 +160,24 @@ void run_tails(Ctx& c) {
       const ClipWindow w = clip_scalar_window(g, params);
       const float got = dr.scalars[0];
       if (!w.contains(got)) {
-        if (bad++ == 0)
-          msg = strf("clip %s, %zu elements (gaussian, the second half 3 times the first): scalar %.9g, the spec's "
-                     "%.9g (window %.9g .. %.9g): a sigma or maximum over part of the tensor?",
-                     to_string(m), large_d, static_cast<double>(got), static_cast<double>(w.spec),
-                     static_cast<double>(w.lo), static_cast<double>(w.hi));
+        const std::string hint = sample_sigma_hint(g, params, got);
+        wrong_scalar(strf("clip %s, %zu elements (gaussian, the second half 3 times the first): scalar %.9g, the spec's "
+                          "%.9g (window %.9g .. %.9g)%s",
+                          to_string(m), large_d, static_cast<double>(got), static_cast<double>(w.spec),
+                          static_cast<double>(w.lo), static_cast<double>(w.hi),
+                          hint.empty() ? ": a sigma or maximum over part of the tensor, or a float32 sigma whose running sums lost "
+                                         "digits (the window allows pairwise, blocked and Welford sums)?"
+                                       : ""),
+                     hint);
         continue;
       }
       count_wrong_signs(dr, g, strf("clip %s, %zu elements", to_string(m), large_d), bad, msg);
     }
   }
+  if (!diagnosed.empty()) msg += "; also " + diagnosed;
   c.progress.add(static_cast<double>(elements), "structure");
   c.rows.push_back(violations_row(
-      "structure", "tails", bad, "any element left out of max|g|", msg,
+      "structure", "tails", bad, "any scalar not the spec's, any sign not its element's", msg,
       strf("%llu draws: %zu sizes (1..65599, every remainder mod 16), the unique maximum at the last element, the "
            "first, and negated at the last, in each mode: every scalar the spec's%s, every sign its element's",
            static_cast<unsigned long long>(draws), tail_sizes().size(),

@@ -257,13 +257,28 @@ namespace {
 
 // What the implementation reports, set from its first draw of each layer.
 // What a wrong scalar of a tensor with its own scalar most often means, said with the scalar's mismatch: the
-// draws were made under another clipping rule than the one checked (a codec that ignores --c, or saved draws
-// checked without --clip). Empty when the scalar says nothing of the kind.
+// draws were made under another clipping rule than the one checked (a codec that ignores --c, a sigma over n - 1,
+// or saved draws checked without --clip). Empty when the scalar says nothing of the kind.
 std::string clipping_hint(std::span<const float> g, float scalar, float max_abs, const Params& params, bool own_scalar) {
   if (!own_scalar || !std::isfinite(scalar) || scalar <= 0.0f || g.empty()) return {};
   if (scalar == max_abs && params.clip != ClipMode::none)
     return "; the scalar is max|g|, as without clipping: were these draws made with clipping none?";
   if (scalar >= max_abs) return {};
+  if (std::string h = sample_sigma_hint(g, params, scalar); !h.empty()) return h;
+  // the magnitude of one of the elements: a maximum taken over part of the tensor (a half, a prefix without
+  // its remainder, a subsample), which is no clip bound
+  std::size_t first_equal = g.size(), first_above = g.size();
+  for (std::size_t k = 0; k < g.size(); ++k) {
+    const float a = std::fabs(g[k]);
+    if (a == scalar && first_equal == g.size()) first_equal = k;
+    if (a > scalar && first_above == g.size()) first_above = k;
+  }
+  if (first_equal < first_above)
+    return strf("; the scalar is the largest |g| among the first %zu of %zu elements (element %zu, |g| = %.9g, is "
+                "larger): a maximum over part of the tensor?",
+                first_above, g.size(), first_above, static_cast<double>(std::fabs(g[first_above])));
+  if (first_equal < g.size())
+    return strf("; the scalar is |g| of element %zu, below max|g|: a maximum over a subset of the elements?", first_equal);
   double mean = 0.0, var = 0.0;
   for (float x : g) mean += x;
   mean /= static_cast<double>(g.size());
