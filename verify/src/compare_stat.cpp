@@ -87,7 +87,8 @@ const HypergeometricTable& hypergeometric_table(std::uint32_t n) {
 
 // Deterministic part: scalars in the window w (clip_scalar_window: the spec's, or under clipping a float32
 // sigma's), signs and zeros right.
-std::string structure(const Draws& d, std::span<const float> g, const ClipWindow& w, const char* who) {
+std::string structure(const Draws& d, std::span<const float> g, const Params& params, const ClipWindow& w,
+                      const char* who) {
   if (!d.defect.empty()) return std::string(who) + ": output not of the form {-s, 0, +s}: " + d.defect;
   for (std::uint32_t j = 0; j < d.steps; ++j) {
     float s = d.scalars[j];
@@ -97,7 +98,8 @@ std::string structure(const Draws& d, std::span<const float> g, const ClipWindow
                   static_cast<double>(w.spec), static_cast<unsigned long long>(ulps),
                   w.lo == w.hi ? "must be equal"
                                : strf("a float32 sigma's lies in [%.9g, %.9g]", static_cast<double>(w.lo),
-                                      static_cast<double>(w.hi)).c_str());
+                                      static_cast<double>(w.hi)).c_str()) +
+             sample_sigma_hint(g, params, s);
     auto row = d.row(j);
     for (std::size_t k = 0; k < g.size(); ++k) {
       int t = row[k];
@@ -161,8 +163,8 @@ StatCompareResult compare_statistically(Sampler& a, Sampler& b, const StatCompar
         // Each side's scalars against the spec's (the reference codec's): equal without clipping, within
         // clip_scalar_window under clipping (a float32 sigma), the battery's own rule.
         const ClipWindow w = clip_scalar_window(g, params);
-        k.difference = structure(da, g, w, "A");
-        if (k.difference.empty()) k.difference = structure(db, g, w, "B");
+        k.difference = structure(da, g, params, w, "A");
+        if (k.difference.empty()) k.difference = structure(db, g, params, w, "B");
         // Counts per coordinate, whatever the structure verdict (reported either way).
         std::vector<std::uint32_t> ca(g.size(), 0), cb(g.size(), 0);
         for (std::uint32_t j = 0; j < o.draws; ++j) {

@@ -82,6 +82,24 @@ TEST(CompareStat, FindsWrongKeepProbabilitiesAndScalars) {
   EXPECT_TRUE(named) << tv::format_stat_compare(l2);
 }
 
+// A clip bound from the sample standard deviation (n - 1) is not a float32 sigma's rounding at 2,048 elements
+// (a relative 2.4e-4, about 2,000 ulps): the comparison names it under clipping, and nothing differs without.
+TEST(CompareStat, NamesASampleStandardDeviationClipBound) {
+  auto sa = tv::make_sampler("reference", {});
+  auto sb = tv::make_sampler("mutant:sample-sigma", {});
+  tv::StatCompareOptions o;
+  o.d = 2048;
+  o.draws = 128;
+  o.modes = {tg::ClipMode::clip};
+  auto r = tv::compare_statistically(*sa, *sb, o);
+  EXPECT_FALSE(r.same());
+  bool named = false;
+  for (const auto& c : r.cases) named |= c.difference.find("sample standard deviation (squares summed over n - 1 = 2047") != std::string::npos;
+  EXPECT_TRUE(named) << tv::format_stat_compare(r);
+  o.modes = {tg::ClipMode::none};
+  EXPECT_TRUE(tv::compare_statistically(*sa, *sb, o).same());
+}
+
 // A clip sigma computed in float32 moves the scalar by a few ulps: within clip_bound_ulps(d) it is the same
 // distribution; the table reports the scalars it compared.
 TEST(CompareStat, Float32SigmaIsTheSameDistribution) {
