@@ -25,6 +25,14 @@ tv::StatCompareResult run(const std::string& a, const std::string& b, std::uint6
   return tv::compare_statistically(*sa, *sb, o);
 }
 
+// 2,048 elements, 128 draws, every clipping mode (the default modes)
+tv::StatCompareOptions options_2048() {
+  tv::StatCompareOptions o;
+  o.d = 2048;
+  o.draws = 128;
+  return o;
+}
+
 const tv::StatCompareCase& gaussian(const tv::StatCompareResult& r) {
   for (const auto& c : r.cases)
     if (c.family == "gaussian") return c;
@@ -87,9 +95,7 @@ TEST(CompareStat, FindsWrongKeepProbabilitiesAndScalars) {
 TEST(CompareStat, NamesASampleStandardDeviationClipBound) {
   auto sa = tv::make_sampler("reference", {});
   auto sb = tv::make_sampler("mutant:sample-sigma", {});
-  tv::StatCompareOptions o;
-  o.d = 2048;
-  o.draws = 128;
+  tv::StatCompareOptions o = options_2048();
   o.modes = {tg::ClipMode::clip};
   auto r = tv::compare_statistically(*sa, *sb, o);
   EXPECT_FALSE(r.same());
@@ -105,9 +111,7 @@ TEST(CompareStat, NamesASampleStandardDeviationClipBound) {
 TEST(CompareStat, Float32SigmaIsTheSameDistribution) {
   auto sa = tv::make_sampler("reference", {});
   auto sb = tv::make_sampler("variant:f32-sigma", {});
-  tv::StatCompareOptions o;
-  o.d = 2048;
-  o.draws = 128;
+  tv::StatCompareOptions o = options_2048();
   auto r = tv::compare_statistically(*sa, *sb, o);
   EXPECT_TRUE(r.same()) << tv::format_stat_compare(r);
   EXPECT_EQ(r.decisions, 3 * r.cases.size());  // total, signed total, per coordinate
