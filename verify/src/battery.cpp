@@ -23,10 +23,10 @@ Profile profile_named(const std::string& name) {
     p.d = 1 << 13, p.steps = 128, p.stream_steps = 256, p.agg_workers = 4, p.agg_steps = 128, p.cross_d = 4099;
   } else if (name == "ci") {
     p.d = 1 << 16, p.steps = 1024, p.stream_steps = 1024, p.agg_workers = 4, p.agg_steps = 1024, p.cross_d = 65537;
-    p.large_d = (std::size_t{1} << 22) + 3;
+    p.large_d = (std::size_t{1} << 22) + 3, p.probe_large_d = kLargeProbeElements;
   } else if (name == "full") {
     p.d = 1 << 18, p.steps = 4096, p.stream_steps = 4096, p.agg_workers = 8, p.agg_steps = 4096, p.cross_d = 1 << 20;
-    p.large_d = (std::size_t{1} << 22) + 3;
+    p.large_d = (std::size_t{1} << 22) + 3, p.probe_large_d = kLargeProbeElements;
     p.alpha_total = 1e-9;
   } else {
     throw Error(ErrorCode::invalid_argument, "unknown profile '" + name + "' (expected quick, ci or full)");
@@ -325,7 +325,7 @@ Result run_battery(Sampler& sampler, const Options& options) {
                                                    supports(options, "saturate")) +
                                       static_cast<double>(P.large_d) * (supports(options, "clip") + supports(options, "saturate"));
   if (on("collision"))
-    total_units += static_cast<double>(collision_streams()) * P.d * static_cast<double>(collision_passes(options)) + 4.0 * static_cast<double>(P.large_d) + static_cast<double>(P.steps) * static_cast<double>(checks::small_probe_elements()) +
+    total_units += static_cast<double>(collision_streams()) * P.d * static_cast<double>(collision_passes(options)) + 4.0 * static_cast<double>(P.large_d) + (P.probe_large_d > P.large_d ? static_cast<double>(P.probe_large_d) : 0.0) + static_cast<double>(P.steps) * static_cast<double>(checks::small_probe_elements()) +
                    (static_cast<double>(long_probe_steps(P, P.d)) + 2.0 * static_cast<double>(id_ladder(id_ladder_base(P, P.d)).size())) *
                        static_cast<double>(std::min<std::size_t>(P.d, kLongProbeElements));
   if (on("aggregate")) total_units += (1.0 + static_cast<double>(shared_modes.size())) * P.agg_steps * P.d * P.agg_workers;

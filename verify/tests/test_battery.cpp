@@ -2063,10 +2063,9 @@ TEST(Battery, LagScanFindsShortRunsReusedAtAnyLag) {
 // families stay below 2^18 elements; the large job (2^20 + 3) and the collision check's large pass see them.
 class ChunkedSampler : public Sampler {
  public:
-  explicit ChunkedSampler(bool own_scalar) : own_scalar_(own_scalar) {}
+  explicit ChunkedSampler(bool own_scalar, std::size_t chunk = std::size_t{1} << 17) : own_scalar_(own_scalar), L(chunk) {}
   std::string name() const override { return own_scalar_ ? "chunk-scalar" : "chunk-restart"; }
   Draws draw(const DrawRequest& r) override {
-    constexpr std::size_t L = std::size_t{1} << 17;
     if (r.g.size() <= L) return ref_->draw(r);
     std::optional<float> s = r.scalar;
     if (!s && !own_scalar_) s = tensor_scalar(reference_codec(), r.g, r.params, r.key.tensor);
@@ -2088,8 +2087,64 @@ class ChunkedSampler : public Sampler {
 
  private:
   bool own_scalar_;
+  std::size_t L;
   std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
 };
+
+// The element index through float32: element i takes the uniform of element float(i), which is i up to 2^24 and
+// rounds to an even neighbour above (2^24 + 1 takes 2^24's): pairs of elements share a uniform past 2^24.
+class Float32IndexSampler : public Sampler {
+ public:
+  std::string name() const override { return "float32-index"; }
+  Draws draw(const DrawRequest& r) override {
+    Draws d = ref_->draw(r);
+    if (r.g.size() <= (std::size_t{1} << 24)) return d;
+    const ScalarRule rule = r.scalar ? make_rule(*r.scalar, clip_bound(reference_codec(), r.g, r.params))
+                                     : own_rule(reference_codec(), r.g, r.params, r.key.tensor);
+    for (std::uint32_t j = 0; j < r.steps; ++j) {
+      StreamKey k = r.key;
+      k.step = r.key.step + j;
+      for (std::size_t i = std::size_t{1} << 24; i < r.g.size(); ++i) {
+        const auto e = static_cast<std::size_t>(static_cast<float>(i));
+        const std::uint32_t u = philox_block(k, static_cast<std::uint32_t>(e / 4))[static_cast<int>(e % 4)];
+        d.trits[j * r.g.size() + i] = static_cast<std::int8_t>(ternarize_element(r.g[i], rule, u));
+      }
+    }
+    return d;
+  }
+
+ private:
+  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+};
+
+// Bugs that begin at 2^24 elements: a stream kept in chunks of 2^24 that restarts (element 2^24 + i takes element
+// i's uniform), and a float32 element index. ci's and full's collision probe has a pass of 2^24 + 2^20 + 3
+// elements under one key: the restart is a repeated run there, the float32 index a correlation at lag 1. With the
+// probe at 2^22 + 3 only (ci's before) both passed.
+TEST(Battery, TheLargestProbeFindsStreamBugsThatBeginAt2To24) {
+  Options o = small_options(512, 16, 4, all_checks_but({"collision"}));
+  o.profile.probe_large_d = kLargeProbeElements;
+  ASSERT_EQ(kLargeProbeElements, (std::size_t{1} << 24) + (std::size_t{1} << 20) + 3);
+  ASSERT_EQ(profile_named("ci").probe_large_d, kLargeProbeElements);
+  ASSERT_EQ(profile_named("full").probe_large_d, kLargeProbeElements);
+  ChunkedSampler restart(false, std::size_t{1} << 24);
+  const Result r = run_battery(restart, o);
+  EXPECT_TRUE(row_failed(r, "collision/p=1/2 probe")) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "large (2^24+2^20+3 elements, 1 key)")) << format_table(r);
+  Float32IndexSampler index;
+  const Result f = run_battery(index, o);
+  EXPECT_TRUE(row_failed(f, "collision/p=1/2 probe/every lag")) << format_table(f);
+  EXPECT_NE(row_with_id(f, "collision/p=1/2 probe/every lag").statistic.find("(lag 1, pairs agree)"), std::string::npos)
+      << format_table(f);
+  auto ref = make_sampler("reference", {});
+  const Result good = run_battery(*ref, o);
+  EXPECT_TRUE(good.pass()) << format_table(good);
+  EXPECT_TRUE(any_detail(good, "1 streams of 2^24+2^20+3 mask bits")) << format_table(good);
+  // at the earlier size neither is seen
+  o.profile.probe_large_d = o.profile.large_d;
+  EXPECT_TRUE(run_battery(restart, o).pass());
+  EXPECT_TRUE(run_battery(index, o).pass());
+}
 
 TEST(Battery, LargeTensorsFindChunkedStreamsAndScalars) {
   Options o = small_options(512, 16, 4, all_checks_but({"structure", "unbiased", "variance", "collision"}));

@@ -405,12 +405,16 @@ __attribute__((target_clones("popcnt", "default"))) LagScan lag_scan(const std::
 // dilutes it. Scanned at every lag of each size (scanned_lags_whole), so block widths up to 2048.
 constexpr std::size_t kSmallProbeSizes[] = {3, 7, 15, 31, 63, 100, 127, 255, 511, 767, 1023, 2047, 4095};
 std::string small_pass_name() { return "small (3..4095 elements)"; }
-// "2^20+3" for 2^20 + 3 elements (the large pass's sizes), the number otherwise.
+// "2^20+3" for 2^20 + 3 elements, "2^24+2^20+3" for 2^24 + 2^20 + 3 (the large pass's sizes): powers of two
+// from 2^10 up (at most three), then a remainder below 16; the number otherwise.
 std::string large_label(std::size_t n) {
-  for (int e = 10; e < 40; ++e)
-    if (n > (std::size_t{1} << e) && n - (std::size_t{1} << e) < 16)
-      return strf("2^%d+%zu", e, n - (std::size_t{1} << e));
-  return strf("%zu", n);
+  std::string label;
+  std::size_t r = n;
+  int terms = 0;
+  for (int e = 40; e >= 10 && r >= 16; --e)
+    if (r >= (std::size_t{1} << e)) label += strf("2^%d+", e), r -= std::size_t{1} << e, ++terms;
+  if (label.empty() || r >= 16 || terms > 3) return strf("%zu", n);
+  return r ? label + strf("%zu", r) : label.substr(0, label.size() - 1);
 }
 
 struct ProbePass {
@@ -466,21 +470,40 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   bool stopped = false;
   std::string first, pass_names;
   double coin_bound = 0.0, scan_bound = 0.0;
-  // The large pass: the probe on the profile's large_d elements (2^20 + 3 at quick, 2^22 + 3 at ci and full) under four keys in the base mode, scanned on its
-  // own: a stream that repeats inside one large tensor at any lag (a counter that wraps, per-thread chunks
-  // that restart it), where every other pass is smaller.
-  const std::vector<float> big = probe_gradient(c.opt.profile.large_d);
-  const std::string big_size = large_label(c.opt.profile.large_d);
-  const std::vector<KeyBlock> big_keys = {{{stream_seed, 0, 0, 0}, 2}, {{stream_seed, 1, 0, 0}, 1}, {{stream_seed, 0, 1, 0}, 1}};
+  // The large passes, in the base mode, each scanned on its own: a stream that repeats inside one large tensor
+  // at any lag (a counter that wraps, per-thread chunks that restart it), where every other pass is smaller.
+  // The probe on the profile's large_d elements (2^20 + 3 at quick, 2^22 + 3 at ci and full) under four keys;
+  // at ci and full also on probe_large_d (2^24 + 2^20 + 3) under one key of its own: a float32 element index
+  // (exact up to 2^24), or chunks of 2^23 or 2^24 elements that restart the stream. One key there, since the
+  // scan's cost grows with the bits and the cross-key reuse is the first pass's.
+  struct LargePass {
+    std::vector<float> g;
+    std::vector<KeyBlock> keys;
+    std::string label;  // "2^22+3 elements, 4 keys"
+    std::size_t streams = 0;
+  };
+  std::vector<LargePass> larges;
+  larges.push_back({probe_gradient(c.opt.profile.large_d),
+                    {{{stream_seed, 0, 0, 0}, 2}, {{stream_seed, 1, 0, 0}, 1}, {{stream_seed, 0, 1, 0}, 1}},
+                    large_label(c.opt.profile.large_d) + " elements, 4 keys"});
+  if (c.opt.profile.probe_large_d > c.opt.profile.large_d)
+    larges.push_back({probe_gradient(c.opt.profile.probe_large_d), {{{stream_seed, 0, 0, 2}, 1}},
+                      large_label(c.opt.profile.probe_large_d) + " elements, 1 key"});
   // Under H0 two given places agree (or are complements) on `run` fair bits with probability 2^-run each;
   // over all pairs of places of a pass the chance of any finding is at most 2 (streams * d)^2 2^-run. The
   // threshold is the smallest run >= kMinRun that keeps the sum over passes within half the row's share.
-  std::size_t probe_streams = 0, big_streams = 0;
+  std::size_t probe_streams = 0;
   for (const auto& kb : keys) probe_streams += kb.steps;
-  for (const auto& kb : big_keys) big_streams += kb.steps;
   const double small_places = static_cast<double>(probe_streams) * static_cast<double>(d);
-  const double big_places = static_cast<double>(big_streams) * static_cast<double>(big.size());
-  const double pairs = 2.0 * (static_cast<double>(passes.size()) * small_places * small_places + big_places * big_places);
+  double pairs = 2.0 * static_cast<double>(passes.size()) * small_places * small_places;
+  std::string large_text;
+  for (auto& lp : larges) {
+    for (const auto& kb : lp.keys) lp.streams += kb.steps;
+    const double places = static_cast<double>(lp.streams) * static_cast<double>(lp.g.size());
+    pairs += 2.0 * places * places;
+    large_text += strf("%s%zu streams of %s mask bits", large_text.empty() ? "" : " and ", lp.streams,
+                       large_label(lp.g.size()).c_str());
+  }
   const std::size_t min_run = collision_run(pairs, c.alpha);
   LagScan worst_lag, base_lag;
   std::string worst_lag_pass;
@@ -488,12 +511,13 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
     if (ls.lag && (worst_lag.lag == 0 || std::fabs(ls.z) > std::fabs(worst_lag.z))) worst_lag = ls, worst_lag_pass = pass;
   };
   double lag_tests = 0.0, smallest_n = 0.0, small_coin_bound = 0.0, small_fraction = 0.5;
-  for (std::size_t pi = 0; pi <= passes.size(); ++pi) {
-    const bool large = pi == passes.size();
+  for (std::size_t pi = 0; pi < passes.size() + larges.size(); ++pi) {
+    const bool large = pi >= passes.size();
     const ProbePass& pass = large ? passes[0] : passes[pi];
-    const std::string name = large ? pass.name + ", large (" + big_size + " elements, 4 keys)" : pass.name;
-    const std::vector<float>& gp = large ? big : g;
-    ProbeScan P = probe_and_scan(c, gp, pass.params, pass.scalar, large ? big_keys : keys, min_run);
+    const LargePass* lp = large ? &larges[pi - passes.size()] : nullptr;
+    const std::string name = large ? pass.name + ", large (" + lp->label + ")" : pass.name;
+    const std::vector<float>& gp = large ? lp->g : g;
+    ProbeScan P = probe_and_scan(c, gp, pass.params, pass.scalar, large ? lp->keys : keys, min_run);
     pass_names += (pi ? ", " : "") + name;
     // The probe's masks must be fair coins: under H0 the kept fraction of the N bits (element 0, always
     // kept, left out) is within 1/2 +- 0.05 except with probability 2 exp(-2 N 0.05^2) (Hoeffding).
@@ -717,9 +741,9 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   r.detail = repeats ? "streams reused: " + first + (repeats > 1 ? strf(" (and %llu more)", static_cast<unsigned long long>(repeats - 1)) : "")
                      : strf("%zu streams of %zu mask bits (%zu keys: steps 0..3 x workers 0..3 x tensors 0..1, steps "
                             "near 2^16, 2^31 and 2^32, workers and tensors up to 2^32-1, powers of ten from 10 to 10^9 as "
-                            "steps, tensors and workers, seeds differing in the high word) in each of %zu passes, and 4 streams of %s mask bits (clip %s), each pass scanned on its own; %llu windows at every "
+                            "steps, tensors and workers, seeds differing in the high word) in each of %zu passes, and %s (clip %s), each pass scanned on its own; %llu windows at every "
                             "offset; %s; false-fail probability <= %.2g",
-                            streams.size(), d, keys.size(), passes.size(), big_size.c_str(), pass_names.c_str(),
+                            streams.size(), d, keys.size(), passes.size(), large_text.c_str(), pass_names.c_str(),
                             static_cast<unsigned long long>(windows),
                             H ? strf("each of them against steps 0..%u of (worker 0, tensor 0) and %u blocks of %u steps "
                                      "spread up to 2^32, and tensor and worker ids 1..%u and multiples of %u up to %u at "

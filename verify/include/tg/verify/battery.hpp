@@ -29,7 +29,8 @@ struct Profile {
   std::uint32_t agg_workers = 0;   // workers of the aggregate check
   std::uint32_t agg_steps = 0;     // draws of the aggregate check
   std::size_t cross_d = 0;         // elements per family in the cross-implementation check
-  std::size_t large_d = (std::size_t{1} << 20) + 3;  // the large job's tensor and the collision check's large probe
+  std::size_t large_d = (std::size_t{1} << 20) + 3;  // the large job's tensor (and the tails row's large clipped draws)
+  std::size_t probe_large_d = (std::size_t{1} << 20) + 3;  // the collision check's large probe
   double alpha_total = 1e-6;
   double beta = 1e-3;
 };
@@ -120,8 +121,15 @@ inline constexpr std::uint32_t kFloat32RunMax = 256;
 std::uint32_t float32_sum_roundings(std::size_t d);
 std::uint32_t clip_bound_ulps(std::size_t d);
 /// The large job's tensor (family label `large`: gaussian) and the collision check's large probe at quick
-/// (Profile::large_d; 2^22 + 3 at ci and full): bugs that begin above a size, where every family is smaller.
+/// (Profile::large_d, Profile::probe_large_d; 2^22 + 3 and kLargeProbeElements at ci and full): bugs that begin
+/// above a size, where every family is smaller.
 inline constexpr std::size_t kLargeElements = (std::size_t{1} << 20) + 3;
+/// The collision check's large probe at ci and full: 2^24 + 2^20 + 3 elements, a million past 2^24, where a
+/// float32 element index stops being exact (pairs of elements share a uniform) and where a stream kept in chunks
+/// of 2^24 (or 2^23) restarts; real layers are that large (AlexNet's fc6 has 37.7 million weights, VGG's 103
+/// million). Only the probe: its stream bugs need one draw, where the large job's per-coordinate rows on that
+/// many coordinates would double ci's time.
+inline constexpr std::size_t kLargeProbeElements = (std::size_t{1} << 24) + (std::size_t{1} << 20) + 3;
 /// The collision check's finding threshold in mask bits (a run that appears twice): the smallest run >= 72
 /// for which `pairs` (2 x the sum over its passes of places^2, places = streams x elements) x 2^-run, the
 /// chance of any finding under H0, stays within alpha / 2, half the row's share.
