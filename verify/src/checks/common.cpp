@@ -303,5 +303,20 @@ void deterministic_row(Row& r, double S, double tol, const std::string& what) {
   mark_rejected(r);
 }
 
+
+Draws draw_one(Ctx& c, const std::vector<float>& g, const Params& params, const StreamKey& key) {
+  Draws dr = c.sampler.draw({g, params, key, 1, std::nullopt});
+  if (dr.d != g.size() || dr.steps != 1 || dr.scalars.size() != 1 || dr.trits.size() != g.size())
+    throw Error(ErrorCode::invalid_argument, "implementation returned draws of the wrong size");
+  return dr;
+}
+void count_wrong_signs(const Draws& dr, const std::vector<float>& g, const std::string& what, std::uint64_t& bad,
+                       std::string& msg) {
+  for (std::size_t k = 0; k < g.size(); ++k) {
+    const int t = dr.trits[k];
+    if (t != 0 && t != sign_of(g[k]) && bad++ == 0)
+      msg = strf("%s: element %zu has trit %d, its gradient %.9g", what.c_str(), k, t, static_cast<double>(g[k]));
+  }
+}
 }  // namespace checks
 }  // namespace tg::verify

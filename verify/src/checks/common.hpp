@@ -133,6 +133,13 @@ Row pooled_bias_row(const Ctx& c, const std::string& check, const std::string& f
 
 /// An exact row that counts violations: passes iff bad == 0; its detail is `first` (the first violation)
 /// when it fails, `ok` when it passes.
+/// One draw (one step) of g under params and key with the implementation's own scalar, its size checked
+/// (tg::Error otherwise): the structure rows tails and fresh gradients.
+Draws draw_one(Ctx& c, const std::vector<float>& g, const Params& params, const StreamKey& key);
+/// Counts the elements whose trit is neither 0 nor their gradient's sign into `bad`; names the first in `msg`,
+/// after `what`, when nothing was wrong before.
+void count_wrong_signs(const Draws& dr, const std::vector<float>& g, const std::string& what, std::uint64_t& bad,
+                       std::string& msg);
 Row violations_row(const std::string& check, const std::string& family, std::uint64_t bad, const std::string& power,
                    const std::string& first, const std::string& ok);
 
@@ -214,8 +221,8 @@ std::vector<std::string> plan_aggregate(const Options& o, const Params& params);
 void run_aggregate(Ctx& c, std::size_t d, const Params& params);
 void run_cross(Ctx& c);
 /// structure/fresh gradients (exact): steps 0..2 of one key with gradients A, B, A in every mode the
-/// implementation has; each call must give its gradient the scalar and signs the same codec gives it at a key's
-/// first call (state kept between calls; checks/fresh.cpp).
+/// implementation has; each call must give its gradient the scalar and signs the same codec gives it under a key of its own
+/// (state kept between calls; checks/fresh.cpp).
 void run_fresh_gradient(Ctx& c, std::size_t d);
 /// structure/tails (exact): the unique maximum planted at the last, the first and (negated) the last
 /// element of tensors of every remainder mod 16, one draw each in every mode (checks/tails.cpp).

@@ -35,23 +35,6 @@ const std::vector<ClipBoundCase>& clip_bound_cases() {
       {1023, 1.5, 0.0}, {4097, 4.0, 0.0}, {1023, 2.5, 1000.0}, {4097, 2.5, -1000.0}, {65599, 1.5, 1000.0}};
   return cases;
 }
-// One draw of g under params and key, its size checked.
-Draws draw_one(Ctx& c, const std::vector<float>& g, const Params& params, const StreamKey& key) {
-  Draws dr = c.sampler.draw({g, params, key, 1, std::nullopt});
-  if (dr.d != g.size() || dr.steps != 1 || dr.scalars.size() != 1 || dr.trits.size() != g.size())
-    throw Error(ErrorCode::invalid_argument, "implementation returned draws of the wrong size");
-  return dr;
-}
-// Counts the elements whose trit is neither 0 nor their gradient's sign into `bad`; names the first in `msg`,
-// after `what`, when nothing was wrong before.
-void count_wrong_signs(const Draws& dr, const std::vector<float>& g, const std::string& what, std::uint64_t& bad,
-                       std::string& msg) {
-  for (std::size_t k = 0; k < g.size(); ++k) {
-    const int t = dr.trits[k];
-    if (t != 0 && t != sign_of(g[k]) && bad++ == 0)
-      msg = strf("%s: element %zu has trit %d, its gradient %.9g", what.c_str(), k, t, static_cast<double>(g[k]));
-  }
-}
 }  // namespace
 
 void run_tails(Ctx& c) {
