@@ -1677,6 +1677,21 @@ TEST(Battery, SampleSigmaFailsTheScalarRowsAndNotTheStateRow) {
   EXPECT_NE(tails.detail.find("over n - 1 = 1022"), std::string::npos) << tails.detail;
 }
 
+// A clip sigma from float32 running sums, unscaled: its squares vanish on 1e-30 data (the bound 0) and overflow on
+// 1e30 data (no bound, the scalar max|g|). The clipping rows say which, not "c = ... used?" or "clipping none?" alone.
+TEST(Battery, AFloat32SumOfSquaresOutOfRangeIsNamed) {
+  Options o;
+  o.profile = profile_named("quick");
+  o.skip = all_checks_but({"structure", "clipping"});
+  auto m = make_sampler("mutant:f32-sigma-naive", {});
+  const Result r = run_battery(*m, o);
+  const Row tiny = row_with_id(r, "clipping.structure/tiny"), huge = row_with_id(r, "clipping.structure/huge");
+  EXPECT_FALSE(tiny.pass);
+  EXPECT_NE(tiny.detail.find("below float32's smallest normal number"), std::string::npos) << tiny.detail;
+  EXPECT_FALSE(huge.pass);
+  EXPECT_NE(huge.detail.find("from a float32 sum of squares, which overflows here"), std::string::npos) << huge.detail;
+}
+
 // A scalar below max|g| without clipping: where it is the largest magnitude of a prefix (partial-scalar takes
 // the first half), the structure row says so instead of asking whether the draws were clipped; a scalar that is
 // no element's magnitude (clipped draws checked without --clip: verify/tests/samples_cli.py) still gets that
@@ -1704,14 +1719,72 @@ TEST(ClipWindow, SampleSigmaHintOnlyWhereTheScalarIsTheSampleBound) {
   const double f = std::sqrt(1000.0 / 999.0);
   const float bessel = static_cast<float>(static_cast<double>(w.spec) * f);
   ASSERT_FALSE(w.contains(bessel)) << "1/(2n) = 5e-4 is far outside the window";
-  EXPECT_NE(sample_sigma_hint(g, clip, bessel).find("n - 1 = 999"), std::string::npos);
-  EXPECT_EQ(sample_sigma_hint(g, clip, w.spec), "");
-  EXPECT_EQ(sample_sigma_hint(g, clip, 9.0f), "");
+  EXPECT_NE(sigma_rule_hint(g, clip, bessel).find("n - 1 = 999"), std::string::npos);
+  EXPECT_EQ(sigma_rule_hint(g, clip, w.spec), "");
+  EXPECT_EQ(sigma_rule_hint(g, clip, 9.0f).find("n - 1"), std::string::npos) << "max|g| says nothing of the bound";
   const float hi = static_cast<float>(static_cast<double>(clip_bound_window(g, clip).hi) * f);
-  EXPECT_NE(sample_sigma_hint(g, clip, std::nextafter(hi, 10.0f)), "") << "one ulp of rounding allowed";
-  EXPECT_EQ(sample_sigma_hint(g, clip, std::nextafter(std::nextafter(hi, 10.0f), 10.0f)), "");
-  EXPECT_EQ(sample_sigma_hint(g, Params{}, bessel), "");
-  EXPECT_EQ(sample_sigma_hint(std::vector<float>{1.0f}, clip, bessel), "");
+  EXPECT_NE(sigma_rule_hint(g, clip, std::nextafter(hi, 10.0f)), "") << "one ulp of rounding allowed";
+  EXPECT_EQ(sigma_rule_hint(g, clip, std::nextafter(std::nextafter(hi, 10.0f), 10.0f)), "");
+  EXPECT_EQ(sigma_rule_hint(g, Params{}, bessel), "");
+  EXPECT_EQ(sigma_rule_hint(std::vector<float>{1.0f}, clip, bessel), "");
+}
+
+// The other wrong sigmas real codecs have: without the mean (root mean square), of |g|, a float32 sum of squares
+// that overflows (no bound: the scalar max|g|) or underflows (the bound 0). Each is named where the scalar is that
+// rule's, and nowhere two ulps beyond its window; the spec's scalar gets no hint.
+TEST(ClipWindow, SigmaRuleHintNamesTheRuleOfTheScalar) {
+  std::vector<float> g(1000);
+  for (std::size_t k = 0; k < g.size(); ++k) g[k] = static_cast<float>(0.5 + std::sin(0.37 * static_cast<double>(k)));
+  g[10] = 9.0f;  // max|g| far above 2.5 sigma, and the mean 0.5 is far from 0
+  Params clip;
+  clip.clip = ClipMode::clip;
+  const ClipWindow b = clip_bound_window(g, clip), w = clip_scalar_window(g, clip);
+  double mean = 0.0, sq = 0.0, abs_mean = 0.0;
+  for (float x : g) mean += x, sq += static_cast<double>(x) * x, abs_mean += std::fabs(x);
+  mean /= 1000.0, abs_mean /= 1000.0;
+  double var = 0.0, abs_var = 0.0;
+  for (float x : g) var += (x - mean) * (x - mean), abs_var += (std::fabs(x) - abs_mean) * (std::fabs(x) - abs_mean);
+  const double sigma = std::sqrt(var / 1000.0);
+  for (auto [rule_sigma, name] : {std::pair{std::sqrt(sq / 1000.0), "root mean square"},
+                                  std::pair{std::sqrt(abs_var / 1000.0), "standard deviation of |g|"}}) {
+    const float got = static_cast<float>(2.5 * rule_sigma);
+    ASSERT_FALSE(w.contains(got)) << name;
+    ASSERT_LT(got, 9.0f) << name;
+    EXPECT_NE(sigma_rule_hint(g, clip, got).find(name), std::string::npos) << name << ": " << sigma_rule_hint(g, clip, got);
+    EXPECT_EQ(sigma_rule_hint(g, clip, got).find("n - 1"), std::string::npos) << name;
+    const float hi = static_cast<float>(static_cast<double>(b.hi) * rule_sigma / sigma);
+    EXPECT_NE(sigma_rule_hint(g, clip, std::nextafter(hi, 10.0f)), "") << name << ": one ulp of rounding allowed";
+    EXPECT_EQ(sigma_rule_hint(g, clip, std::nextafter(std::nextafter(hi, 10.0f), 10.0f)), "") << name;
+  }
+  EXPECT_EQ(sigma_rule_hint(g, clip, w.spec), "");
+  // max|g| where the spec's scalar is below it: the question of clipping none, and the rules that reach max|g|
+  // (here none: every sigma above is near 0.8, its bound near 2)
+  const std::string at_max = sigma_rule_hint(g, clip, 9.0f);
+  EXPECT_NE(at_max.find("clipping none?"), std::string::npos) << at_max;
+  EXPECT_EQ(at_max.find("Or is the clip bound"), std::string::npos) << at_max;
+  // one element: the spec's sigma is 0 (bound 0); the root mean square |g| bounds it at max|g|
+  const std::string one = sigma_rule_hint(std::vector<float>{1.25f}, clip, 1.25f);
+  EXPECT_NE(one.find("clipping none?"), std::string::npos) << one;
+  EXPECT_NE(one.find("root mean square"), std::string::npos) << one;
+  // float32 range: squares above it make a float32 sigma inf (the scalar max|g|), below its normal numbers 0
+  std::vector<float> huge = g, tiny = g;
+  for (float& x : huge) x *= 1e30f;
+  for (float& x : tiny) x *= 1e-30f;
+  EXPECT_NE(sigma_rule_hint(huge, clip, 9e30f).find("overflows"), std::string::npos) << sigma_rule_hint(huge, clip, 9e30f);
+  EXPECT_EQ(sigma_rule_hint(g, clip, 9.0f).find("overflows"), std::string::npos);
+  EXPECT_NE(sigma_rule_hint(tiny, clip, 0.0f).find("smallest normal"), std::string::npos) << sigma_rule_hint(tiny, clip, 0.0f);
+  EXPECT_EQ(sigma_rule_hint(g, clip, 0.0f), "") << "squares of 0.5 + sin are normal floats";
+  {  // a named rule before the range: the standard deviation of |g| of tiny data, computed in double
+    double m = 0.0, v = 0.0;
+    for (float x : tiny) m += std::fabs(static_cast<double>(x));
+    m /= 1000.0;
+    for (float x : tiny) v += (std::fabs(static_cast<double>(x)) - m) * (std::fabs(static_cast<double>(x)) - m);
+    const std::string h = sigma_rule_hint(tiny, clip, static_cast<float>(2.5 * std::sqrt(v / 1000.0)));
+    EXPECT_NE(h.find("standard deviation of |g|"), std::string::npos) << h;
+    EXPECT_EQ(h.find("smallest normal"), std::string::npos) << h;
+  }
+  EXPECT_EQ(sigma_rule_hint(tiny, clip, clip_scalar_window(tiny, clip).spec), "");
+  EXPECT_EQ(sigma_rule_hint(g, Params{}, static_cast<float>(2.5 * std::sqrt(sq / 1000.0))), "") << "no clipping, no rule";
 }
 
 // ---- key reuse at a stride the probe grid does not list ---------------------------------------------

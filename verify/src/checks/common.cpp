@@ -107,18 +107,85 @@ ClipWindow clip_scalar_window(std::span<const float> g, const Params& params) {
   return w;
 }
 
-std::string sample_sigma_hint(std::span<const float> g, const Params& params, float got) {
-  if (params.clip == ClipMode::none || g.size() < 2 || !std::isfinite(got) || got <= 0.0f) return {};
+std::string sigma_rule_hint(std::span<const float> g, const Params& params, float got) {
+  if (params.clip == ClipMode::none || g.empty() || !std::isfinite(got) || got < 0.0f) return {};
   const ClipWindow b = clip_bound_window(g, params);
-  if (!std::isfinite(b.spec) || !(b.spec > 0.0f)) return {};
-  const double n = static_cast<double>(g.size()), f = std::sqrt(n / (n - 1.0));
-  const float lo = ulps_down(static_cast<float>(static_cast<double>(b.lo) * f), 1),
-              hi = ulps_up(static_cast<float>(static_cast<double>(b.hi) * f), 1);
-  // only where that bound is the scalar: at max|g| the scalar says nothing of the bound
-  if (!(got >= lo && got <= hi) || got >= reference_codec().max_abs(g, 0)) return {};
-  return strf("; it is c times the sample standard deviation (squares summed over n - 1 = %zu, torch.std()'s default "
-              "and numpy's std(ddof=1)): the spec's sigma is the population one (over n = %zu)",
-              g.size() - 1, g.size());
+  if (!std::isfinite(b.spec)) return {};
+  const Codec& ref = reference_codec();
+  const float M = ref.max_abs(g, 0);
+  if (!(std::min(M, b.spec) < M) && got == M) return {};  // the bound is above max|g|: max|g| is the spec's
+  const Moments mo = ref.moments(g);
+  const double n = static_cast<double>(g.size());
+  double sq = 0.0, abs_sum = 0.0, dev_sq = 0.0, max_dev = 0.0;
+  for (float x : g) {
+    const double v = static_cast<double>(x), dv = v - mo.mean;
+    sq += v * v, abs_sum += std::fabs(v), dev_sq += dv * dv, max_dev = std::max(max_dev, std::fabs(dv));
+  }
+  double abs_var = 0.0;
+  for (float x : g) {
+    const double dv = std::fabs(static_cast<double>(x)) - abs_sum / n;
+    abs_var += dv * dv;
+  }
+  // Each named rule's bound c sigma', with the window of the spec's bound carried over: scaled by sigma' / sigma,
+  // one ulp more on each side for the scaling's rounding (a constant tensor, sigma = 0: the window's width in
+  // ulps around float(c sigma')).
+  struct Rule {
+    double sigma;
+    std::string text;
+  };
+  std::vector<Rule> rules;
+  if (g.size() >= 2)
+    rules.push_back({mo.sigma * std::sqrt(n / (n - 1.0)),
+                     strf("c times the sample standard deviation (squares summed over n - 1 = %zu, torch.std()'s default "
+                          "and numpy's std(ddof=1)): the spec's sigma is the population one (over n = %zu)",
+                          g.size() - 1, g.size())});
+  rules.push_back({std::sqrt(sq / n), strf("c times the root mean square of g (sqrt(mean(g^2)) = %.6g, the mean %.3g not "
+                                           "subtracted): the spec's sigma is the standard deviation, %.6g",
+                                           std::sqrt(sq / n), mo.mean, mo.sigma)});
+  rules.push_back({std::sqrt(abs_var / n), strf("c times the standard deviation of |g| (%.6g): the spec's sigma is that of "
+                                                "g, %.6g",
+                                                std::sqrt(abs_var / n), mo.sigma)});
+  std::vector<std::string> below, at_max;
+  for (const Rule& r : rules) {
+    float lo = 0.0f, hi = 0.0f;
+    if (mo.sigma > 0.0) {
+      const double f = r.sigma / mo.sigma;
+      lo = ulps_down(static_cast<float>(static_cast<double>(b.lo) * f), 1);
+      hi = ulps_up(static_cast<float>(static_cast<double>(b.hi) * f), 1);
+    } else {
+      const float x = static_cast<float>(params.c * r.sigma);
+      lo = ulps_down(x, b.ulps + 1), hi = ulps_up(x, b.ulps + 1);
+    }
+    if (got < M && got >= lo && got <= hi) below.push_back(r.text);
+    if (got == M && hi >= M) at_max.push_back(r.text);
+  }
+  // A sigma summed in float32 without scaling: squares above float32's range make it inf (no bound: the scalar
+  // is max|g|); squares below its smallest normal number lose their digits or vanish (the bound falls, to 0).
+  constexpr double kF32Max = static_cast<double>(std::numeric_limits<float>::max());
+  constexpr double kF32MinNormal = static_cast<double>(std::numeric_limits<float>::min());
+  if (got == M && (sq > kF32Max || dev_sq > kF32Max))
+    at_max.push_back(strf("from a float32 sum of squares, which overflows here (max|g| = %.3g: the squares pass float32's "
+                          "3.4e38, the sigma is inf)",
+                          static_cast<double>(M)));
+  auto join = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (std::size_t k = 0; k < v.size(); ++k) {
+      if (k) out += "; or ";
+      out += v[k];
+    }
+    return out;
+  };
+  if (!below.empty()) return "; it is " + join(below);
+  if (got < b.lo && max_dev * max_dev < kF32MinNormal)
+    return strf("; the squares of g - mean (|g - mean| at most %.3g) are below float32's smallest normal number, 1.2e-38: "
+                "a sigma from a float32 sum of squares without scaling loses them (to 0 where they underflow)",
+                max_dev);
+  if (got == M) {
+    std::string h = "; the scalar is max|g|, as without clipping: were these draws made with clipping none?";
+    if (!at_max.empty()) h += " Or is the clip bound, above max|g| here, " + join(at_max) + "?";
+    return h;
+  }
+  return {};
 }
 
 namespace checks {

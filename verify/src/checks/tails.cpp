@@ -48,7 +48,7 @@ void run_tails(Ctx& c) {
   auto wrong_scalar = [&](const std::string& what, const std::string& hint) {
     if (bad++ == 0)
       msg = what + hint;
-    else if (!hint.empty() && diagnosed.empty() && msg.find("; it is ") == std::string::npos)
+    else if (hint.starts_with("; it is ") && diagnosed.empty() && msg.find("; it is ") == std::string::npos)
       diagnosed = what + hint;
   };
   for (std::size_t si = 0; si < tail_sizes().size(); ++si) {
@@ -73,7 +73,7 @@ void run_tails(Ctx& c) {
           wrong_scalar(strf("clip %s, %zu elements, maximum |g| = 1.25 at the %s element: scalar %.9g, the spec's %.9g%s",
                             to_string(m), d, where[place], static_cast<double>(got), static_cast<double>(w.spec),
                             m == ClipMode::none ? "" : " (the clip bound's window allows a float32 sigma)"),
-                       sample_sigma_hint(g, params, got));
+                       sigma_rule_hint(g, params, got));
           continue;
         }
         count_wrong_signs(dr, g, strf("clip %s, %zu elements", to_string(m), d), bad, msg);
@@ -105,12 +105,12 @@ void run_tails(Ctx& c) {
       const ClipWindow w = clip_scalar_window(g, params);
       const float got = dr.scalars[0];
       if (!w.contains(got)) {
-        const std::string hint = sample_sigma_hint(g, params, got);
+        const std::string hint = sigma_rule_hint(g, params, got);
         wrong_scalar(strf("clip %s, c = %g, %zu elements of mean %g: scalar %.9g, the spec's c sigma %.9g (window %.9g .. "
                           "%.9g)%s",
                           to_string(m), cb.c, cb.d, cb.mean, static_cast<double>(got), static_cast<double>(w.spec),
                           static_cast<double>(w.lo), static_cast<double>(w.hi),
-                          !hint.empty() ? ""
+                          hint.starts_with("; it is ") ? ""
                           : cb.mean != 0.0
                               ? ": a float32 sigma that loses the mean's digits (one pass, E[g^2] - E[g]^2)?"
                               : (std::fabs(static_cast<double>(got) / static_cast<double>(w.spec) * cb.c - 2.5) < 1e-3
@@ -143,14 +143,15 @@ void run_tails(Ctx& c) {
       const ClipWindow w = clip_scalar_window(g, params);
       const float got = dr.scalars[0];
       if (!w.contains(got)) {
-        const std::string hint = sample_sigma_hint(g, params, got);
+        const std::string hint = sigma_rule_hint(g, params, got);
         wrong_scalar(strf("clip %s, %zu elements (gaussian, the second half 3 times the first): scalar %.9g, the spec's "
                           "%.9g (window %.9g .. %.9g)%s",
                           to_string(m), large_d, static_cast<double>(got), static_cast<double>(w.spec),
                           static_cast<double>(w.lo), static_cast<double>(w.hi),
-                          hint.empty() ? ": a sigma or maximum over part of the tensor, or a float32 sigma whose running sums lost "
-                                         "digits (the window allows pairwise, blocked and Welford sums)?"
-                                       : ""),
+                          hint.starts_with("; it is ") ? ""
+                                                        : ": a sigma or maximum over part of the tensor, or a float32 sigma whose "
+                                                          "running sums lost digits (the window allows pairwise, blocked and "
+                                                          "Welford sums)?"),
                      hint);
         continue;
       }

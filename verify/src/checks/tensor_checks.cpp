@@ -257,14 +257,13 @@ namespace {
 
 // What the implementation reports, set from its first draw of each layer.
 // What a wrong scalar of a tensor with its own scalar most often means, said with the scalar's mismatch: the
-// draws were made under another clipping rule than the one checked (a codec that ignores --c, a sigma over n - 1,
-// or saved draws checked without --clip). Empty when the scalar says nothing of the kind.
+// draws were made under another clipping rule than the one checked (a sigma over n - 1, without the mean, of |g|,
+// a float32 sum of squares out of range: sigma_rule_hint; a maximum over part of the tensor; a codec that ignores
+// --c, or saved draws checked without --clip). Empty when the scalar says nothing of the kind.
 std::string clipping_hint(std::span<const float> g, float scalar, float max_abs, const Params& params, bool own_scalar) {
-  if (!own_scalar || !std::isfinite(scalar) || scalar <= 0.0f || g.empty()) return {};
-  if (scalar == max_abs && params.clip != ClipMode::none)
-    return "; the scalar is max|g|, as without clipping: were these draws made with clipping none?";
-  if (scalar >= max_abs) return {};
-  if (std::string h = sample_sigma_hint(g, params, scalar); !h.empty()) return h;
+  if (!own_scalar || !std::isfinite(scalar) || scalar < 0.0f || g.empty()) return {};
+  if (std::string h = sigma_rule_hint(g, params, scalar); !h.empty()) return h;
+  if (scalar >= max_abs || scalar == 0.0f) return {};
   // the magnitude of one of the elements: a maximum taken over part of the tensor (a half, a prefix without
   // its remainder, a subsample), which is no clip bound
   std::size_t first_equal = g.size(), first_above = g.size();
@@ -478,6 +477,7 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
     if (wrong_total) r.detail += strf("%llu outputs with the wrong sign; ", static_cast<unsigned long long>(wrong_total));
     if (bad) r.detail += strf("%zu of %zu coordinates with exact p-value <= alpha/%zu = %.2g", bad, D, D, a_coord);
     if (!random && minp == 0.0) r.detail += "keep probabilities are 0 or 1 under H0 but a count differs";
+    if (r.detail.ends_with("; ")) r.detail.resize(r.detail.size() - 2);
     if (r.pass)
       r.detail = strf("E[g~_k] = x_k for each of %zu coordinates (%s, s the reported scalar); %u draws; %s", D,
                       target.c_str(), n,

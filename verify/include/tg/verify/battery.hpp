@@ -169,10 +169,14 @@ struct ClipWindow {
 ClipWindow clip_bound_window(std::span<const float> g, const Params& params);
 /// The scalar's window of gradient g under params with its own scalar (ClipMode::none: the spec's only).
 ClipWindow clip_scalar_window(std::span<const float> g, const Params& params);
-/// A clause ("; it is c times the sample standard deviation ...") where a scalar outside its window is, within
-/// the same window scaled by sqrt(n / (n - 1)), the clip bound from the sample standard deviation (sum of squares
-/// over n - 1: torch.std()'s default) and below max|g|; empty otherwise (no clipping, n < 2, anything else).
-std::string sample_sigma_hint(std::span<const float> g, const Params& params, float got);
+/// A clause naming the clipping rule a scalar outside its window (under clipping, on gradient g) follows, where it is
+/// one of the wrong rules real codecs have: "; it is c times ..." the sample standard deviation (over n - 1,
+/// torch.std()'s default), the root mean square of g (the mean not subtracted) or the standard deviation of |g|,
+/// each within the spec's window scaled by that sigma over the spec's (one ulp more each side), below max|g|;
+/// squares of g - mean below float32's smallest normal (a float32 sum of squares underflows) for a scalar below
+/// the window; for a scalar equal to max|g| where the spec's is below it, the question "clipping none?" and the
+/// rules above whose bound reaches max|g|, with a float32 sum of squares that overflows. Empty otherwise.
+std::string sigma_rule_hint(std::span<const float> g, const Params& params, float got);
 /// The sure keeps' allowance: an element the spec keeps with probability 1 (|x| at or above the scalar)
 /// may be left out by a correct float32 codec with probability up to this per draw. Its p is one or two
 /// float32 roundings away from 1 (|x| * (1/s) is 1 - 2^-24 for about 15% of scalars) and its uniform has
