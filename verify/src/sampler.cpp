@@ -423,6 +423,35 @@ class SampleSigmaMutant : public MutantCodec {
   }
 };
 
+// 25. the keep rule u <= p (u <= |x| 2^32 / s) instead of u < p: the same decision but where the word equals
+// the threshold, which for g = 0 is the word 0 (once in 2^32 element-draws): an element of g = 0 is kept, as +s.
+// The row structure/extreme uniforms plants g = 0 where the spec's stream has the word 0.
+class KeepLeMutant : public MutantCodec {
+ public:
+  KeepLeMutant() : MutantCodec("keep-le") {}
+  int element(float g, const ScalarRule& rule, std::uint32_t u) const override {
+    const float a = std::min(std::fabs(g), rule.cap);
+    return static_cast<double>(u) <= static_cast<double>(a) * rule.scale ? (g < 0.0f ? -1 : 1) : 0;
+  }
+};
+
+// 26. stochastic rounding floor(p + u) in float32 with a 24-bit uniform (torch.floor(x + torch.rand_like(x))):
+// it keeps iff u >= 1 - p, with the right probability but not the spec's decision (cross sees the bytes), and
+// where p = 1 and u = 1 - 2^-24, p + u rounds to 2 and the output is 2s (once in 2^24 draws of an element of
+// p = 1). The row structure/extreme uniforms plants the maximum where the spec's word is 0xffffff3b.
+class F32FloorMutant : public MutantCodec {
+ public:
+  F32FloorMutant() : MutantCodec("f32-floor") {}
+  int element(float g, const ScalarRule& rule, std::uint32_t u) const override {
+    if (!(rule.scalar > 0.0f)) return 0;
+    const float x = std::min(std::fabs(g), rule.cap) / rule.scalar;
+    const float uf = static_cast<float>(u >> 8) * 0x1p-24f;
+    const float sum = x + uf;  // rounded to float32
+    const int t = static_cast<int>(std::floor(sum));
+    return g < 0.0f ? -t : t;
+  }
+};
+
 // ---- correct variants --------------------------------------------------------------------------
 // Implementations that differ from the reference where the specification allows it and must pass
 // the battery. Everything but the difference is forwarded to the reference codec.
@@ -565,11 +594,12 @@ Draws draws_from_values(std::span<const float> values, std::size_t d, std::uint3
   for (std::uint32_t j = 0; j < steps; ++j) {
     const float* v = values.data() + static_cast<std::size_t>(j) * d;
     float s = 0.0f;
+    std::size_t at = 0;  // the first element of the largest magnitude
     for (std::size_t k = 0; k < d; ++k) {
       if (!std::isfinite(v[k]))
         throw Error(ErrorCode::invalid_argument,
                     what + " row " + std::to_string(j) + " element " + std::to_string(k) + " is not finite");
-      s = std::max(s, std::fabs(v[k]));
+      if (std::fabs(v[k]) > s) s = std::fabs(v[k]), at = k;
     }
     // A row with no nonzero output carries no scalar; under a shared scalar that is legitimate
     // (every |g| small against s), so the row's scalar is the one requested.
@@ -581,7 +611,11 @@ Draws draws_from_values(std::span<const float> values, std::size_t d, std::uint3
         std::snprintf(a, sizeof a, "%.9g", static_cast<double>(x));
         std::snprintf(b, sizeof b, "%.9g", static_cast<double>(s));
         out.defect = "row " + std::to_string(j) + " element " + std::to_string(k) + " is " + a +
-                     ", not in {-s, 0, +s} with s = " + b;
+                     ", not in {-s, 0, +s} with s = " + b + " (the row's largest magnitude, at element " +
+                     std::to_string(at) + ")";
+        // a trit of +-2 next to +-1 (floor(p + u) rounded up to 2 in float32, for one)
+        if (s == 2.0f * std::fabs(x))
+          out.defect += std::string(": the largest is twice ") + (a[0] == '-' ? a + 1 : a) + ", a trit of 2?";
       }
       out.trits[static_cast<std::size_t>(j) * d + k] = static_cast<std::int8_t>(x > 0.0f ? 1 : (x < 0.0f ? -1 : 0));
     }
@@ -619,6 +653,8 @@ const std::vector<MutantInfo>& mutant_list() {
       {"p-wave", "keep rate 8p for p in [2^-12, 9 2^-15), 0 for p in [9 2^-15, 2^-11): cancels in every bin of p"},
       {"uniform16", "uniform with 16-bit resolution: P(keep) = ceil(65536 p)/65536 (every p < 2^-16 kept at 2^-16)"},
       {"sample-sigma", "clip sigma over n - 1 (torch.std()'s default): the clip bound sqrt(n/(n-1)) too large"},
+      {"keep-le", "keep iff u <= p instead of u < p: an element of g = 0 is kept where its uniform is 0"},
+      {"f32-floor", "floor(p + u) in float32, 24-bit u: keeps iff u >= 1 - p, and outputs 2s where p = 1, u = 1 - 2^-24"},
   };
   return list;
 }
@@ -658,6 +694,8 @@ std::shared_ptr<const Codec> make_mutant_codec(const std::string& name) {
   if (name == "p-wave") return std::make_shared<PWaveMutant>();
   if (name == "uniform16") return std::make_shared<Uniform16Mutant>();
   if (name == "sample-sigma") return std::make_shared<SampleSigmaMutant>();
+  if (name == "keep-le") return std::make_shared<KeepLeMutant>();
+  if (name == "f32-floor") return std::make_shared<F32FloorMutant>();
   std::string known;
   for (const auto& m : mutant_list()) known += (known.empty() ? "" : ", ") + std::string(m.name);
   throw Error(ErrorCode::invalid_argument, "unknown mutant '" + name + "' (known: " + known + ")");

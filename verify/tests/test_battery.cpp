@@ -401,9 +401,15 @@ TEST(DrawsFromValues, SignsScalarsAndDefects) {
   EXPECT_EQ(d.scalars, (std::vector<float>{0.5f, 0.0f}));  // an all-zero row has no scalar of its own
   EXPECT_TRUE(d.defect.empty());
   EXPECT_EQ(draws_from_values(v, 3, 2, 2.0f, "out").scalars[1], 2.0f);  // ... unless one was requested
-  v[2] = 0.25f;
+  v[2] = 0.3f;
   EXPECT_EQ(draws_from_values(v, 3, 2, std::nullopt, "out").defect,
-            "row 0 element 2 is 0.25, not in {-s, 0, +s} with s = 0.5");
+            "row 0 element 2 is 0.300000012, not in {-s, 0, +s} with s = 0.5 (the row's largest magnitude, at element 0)");
+  {  // a magnitude twice the others': named as a trit of 2, with where the largest is
+    std::vector<float> w = {0.5f, -1.0f, 0.0f, 0.5f, 0.0f, 0.0f};
+    EXPECT_EQ(draws_from_values(w, 3, 2, std::nullopt, "out").defect,
+              "row 0 element 0 is 0.5, not in {-s, 0, +s} with s = 1 (the row's largest magnitude, at element 1): the "
+              "largest is twice 0.5, a trit of 2?");
+  }
   v[4] = INFINITY;
   EXPECT_THROW(draws_from_values(v, 3, 2, std::nullopt, "out"), Error);
   EXPECT_THROW(draws_from_values(v, 4, 2, std::nullopt, "out"), Error);
@@ -1690,6 +1696,65 @@ TEST(Battery, AFloat32SumOfSquaresOutOfRangeIsNamed) {
   EXPECT_NE(tiny.detail.find("below float32's smallest normal number"), std::string::npos) << tiny.detail;
   EXPECT_FALSE(huge.pass);
   EXPECT_NE(huge.detail.find("from a float32 sum of squares, which overflows here"), std::string::npos) << huge.detail;
+}
+
+// Uniforms at the ends of their range, planted (structure/extreme uniforms): the keep rule u <= p keeps g = 0 where
+// the word is 0, and floor(p + u) in float32 outputs 2s where p = 1 and u = 1 - 2^-24. Each is seen at quick by that
+// row alone (the families meet such words about once in 2^32 and 2^24 element-draws); the reference and the
+// float32 variants pass it (every correct variant also passes the self-test).
+TEST(Battery, ExtremeUniformsCatchAKeepRuleWithLessOrEqualAndAFloat32Floor) {
+  auto only_extreme = [](const Row& row) { return row.id == "structure/extreme uniforms"; };
+  Result le = quick_mutant_fails_only_in("keep-le", only_extreme, 1);
+  EXPECT_NE(row_with_id(le, "structure/extreme uniforms").detail.find("element 974 has trit 1, its gradient 0"),
+            std::string::npos)
+      << format_table(le);
+  Result fl = quick_mutant_fails_only_in("f32-floor", only_extreme, 1);
+  EXPECT_NE(row_with_id(fl, "structure/extreme uniforms").detail.find("element 3552 has trit 2"), std::string::npos)
+      << format_table(fl);
+  Options o;
+  o.profile = profile_named("quick");
+  o.skip = all_checks_but({"structure"});
+  for (const char* impl : {"reference", "optimized", "variant:f32-p", "variant:f32-u23"}) {
+    auto ok = make_sampler(impl, {});
+    const Result r = run_battery(*ok, o);
+    EXPECT_TRUE(row_with_id(r, "structure/extreme uniforms").pass) << impl << "\n" << format_table(r);
+  }
+  // without the spec's stream the planted words are not the codec's: the row is left out
+  o.supports = {"none", "clip", "saturate", "shared-scalar"};
+  auto ref = make_sampler("reference", {});
+  const Result own = run_battery(*ref, o);
+  EXPECT_FALSE(std::any_of(own.rows.begin(), own.rows.end(), [](const Row& r) { return r.id == "structure/extreme uniforms"; }));
+}
+
+// A value twice the row's others (a trit of 2 from an external codec's values) is named as such by the families'
+// structure rows, before the scalar it makes look different from the other steps'.
+TEST(Battery, AValueTwiceTheScalarIsNamedBeforeTheScalarChange) {
+  class DoubledSampler : public Sampler {
+   public:
+    std::string name() const override { return "doubled"; }
+    Draws draw(const DrawRequest& r) override {
+      const Draws d = ref_->draw(r);
+      std::vector<float> v(d.trits.size());
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = d.scalars[i / d.d] * d.trits[i];
+      if (r.steps > 1)  // step 1: the first kept element doubled
+        for (std::size_t k = 0; k < d.d; ++k)
+          if (v[d.d + k] != 0.0f) {
+            v[d.d + k] *= 2.0f;
+            break;
+          }
+      return draws_from_values(v, d.d, d.steps, r.scalar, "doubled");
+    }
+
+   private:
+    std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+  } doubled;
+  Options o = small_options(1024, 8, 4, all_checks_but({"structure"}));
+  const Result r = run_battery(doubled, o);
+  const Row g = row_with_id(r, "structure/gaussian");
+  EXPECT_FALSE(g.pass);
+  EXPECT_NE(g.detail.find("not in {-s, 0, +s}"), std::string::npos) << g.detail;
+  EXPECT_NE(g.detail.find("a trit of 2?"), std::string::npos) << g.detail;
+  EXPECT_EQ(g.detail.find("at step 0 (same gradient)"), std::string::npos) << g.detail;
 }
 
 // A scalar below max|g| without clipping: where it is the largest magnitude of a prefix (partial-scalar takes

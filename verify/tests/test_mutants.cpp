@@ -148,7 +148,7 @@ TEST(Mutants, ListsAndFactoriesAgree) {
     EXPECT_EQ(make_sampler(std::string("mutant:") + m.name, {})->name(), std::string("mutant:") + m.name);
     EXPECT_GT(std::strlen(m.description), 10u) << m.name;
   }
-  EXPECT_EQ(mutant_list().size(), 24u);
+  EXPECT_EQ(mutant_list().size(), 26u);
   for (const auto& v : variant_list()) {
     EXPECT_TRUE(names.insert(v.name).second) << v.name;  // a name is a mutant or a variant, never both
     EXPECT_EQ(make_variant_codec(v.name)->name(), std::string("variant:") + v.name);

@@ -377,6 +377,11 @@ Draws draw_one(Ctx& c, const std::vector<float>& g, const Params& params, const 
     throw Error(ErrorCode::invalid_argument, "implementation returned draws of the wrong size");
   return dr;
 }
+bool count_defect(const Draws& dr, const std::string& what, std::uint64_t& bad, std::string& msg) {
+  if (dr.defect.empty()) return false;
+  if (bad++ == 0) msg = what + ": output not of the form {-s, 0, +s}: " + dr.defect;
+  return true;
+}
 void count_wrong_signs(const Draws& dr, const std::vector<float>& g, const std::string& what, std::uint64_t& bad,
                        std::string& msg) {
   for (std::size_t k = 0; k < g.size(); ++k) {

@@ -136,6 +136,10 @@ Row pooled_bias_row(const Ctx& c, const std::string& check, const std::string& f
 /// One draw (one step) of g under params and key with the implementation's own scalar, its size checked
 /// (tg::Error otherwise): the structure rows tails and fresh gradients.
 Draws draw_one(Ctx& c, const std::vector<float>& g, const Params& params, const StreamKey& key);
+/// A draw whose values are not of the form {-s, 0, +s} (its defect: a magnitude other than the row's largest)
+/// counts one violation into `bad`, named in `msg` after `what` when nothing was wrong before; true if so. Checked
+/// before the scalar, which is the row's largest magnitude and so would be wrong too.
+bool count_defect(const Draws& dr, const std::string& what, std::uint64_t& bad, std::string& msg);
 /// Counts the elements whose trit is neither 0 nor their gradient's sign into `bad`; names the first in `msg`,
 /// after `what`, when nothing was wrong before.
 void count_wrong_signs(const Draws& dr, const std::vector<float>& g, const std::string& what, std::uint64_t& bad,
@@ -227,6 +231,12 @@ void run_fresh_gradient(Ctx& c, std::size_t d);
 /// structure/tails (exact): the unique maximum planted at the last, the first and (negated) the last
 /// element of tensors of every remainder mod 16, one draw each in every mode (checks/tails.cpp).
 void run_tails(Ctx& c);
+/// structure/extreme uniforms (exact): two keys of the spec's stream where an element's word is 0 (g = 0 planted
+/// there) and 0xffffff3b (the maximum planted there), one draw each in every mode; values in {-s, 0, +s}, signs
+/// right (checks/extreme.cpp). Only for implementations of the spec's stream.
+void run_extreme_uniforms(Ctx& c);
+/// Elements the extreme-uniforms row draws per mode (for the progress total).
+std::uint64_t extreme_elements();
 /// How many passes of its key list the collision check draws (each mode, and each with a given scalar).
 std::size_t collision_passes(const Options& o);
 /// The probe streams of one pass of the collision key list (steps of every listed key).

@@ -67,6 +67,7 @@ void run_tails(Ctx& c) {
         const StreamKey key{seed, 0, static_cast<std::uint32_t>(si), static_cast<std::uint32_t>(3 * place)};
         Draws dr = draw_one(c, g, params, key);
         ++draws, elements += d;
+        if (count_defect(dr, strf("clip %s, %zu elements", to_string(m), d), bad, msg)) continue;
         const ClipWindow w = clip_scalar_window(g, params);
         const float got = dr.scalars[0];
         if (!w.contains(got)) {
@@ -102,6 +103,8 @@ void run_tails(Ctx& c) {
       const StreamKey key{seed, 1, static_cast<std::uint32_t>(ci), 0};
       Draws dr = draw_one(c, g, params, key);
       ++draws, ++bound_draws, elements += cb.d;
+      if (count_defect(dr, strf("clip %s, c = %g, %zu elements of mean %g", to_string(m), cb.c, cb.d, cb.mean), bad, msg))
+        continue;
       const ClipWindow w = clip_scalar_window(g, params);
       const float got = dr.scalars[0];
       if (!w.contains(got)) {
@@ -140,6 +143,7 @@ void run_tails(Ctx& c) {
       const StreamKey key{seed, 2, 0, static_cast<std::uint32_t>(m)};
       Draws dr = draw_one(c, g, params, key);
       ++draws, ++large_draws, elements += large_d;
+      if (count_defect(dr, strf("clip %s, %zu elements", to_string(m), large_d), bad, msg)) continue;
       const ClipWindow w = clip_scalar_window(g, params);
       const float got = dr.scalars[0];
       if (!w.contains(got)) {

@@ -801,7 +801,10 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
       if (d.d != l.layer->g.size() || d.steps != cnt || d.trits.size() != std::size_t{cnt} * d.d ||
           d.scalars.size() != cnt)
         throw Error(ErrorCode::invalid_argument, "implementation returned draws of the wrong size");
-      if (!d.defect.empty() && defect.empty()) defect = l.layer->name + ": " + d.defect;
+      if (!d.defect.empty() && defect.empty()) {  // before the scalar checks: a row's wrong magnitude is its scalar
+        defect = l.layer->name + ": " + d.defect;
+        structure_fail(defect);
+      }
       if (j0 == 0) {
         obs[li].first_rows.assign(d.trits.begin(), d.trits.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(2, cnt) * d.d));
         obs[li].first_scalars.assign(d.scalars.begin(), d.scalars.begin() + std::min<std::size_t>(2, cnt));
@@ -977,7 +980,6 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
                        "a request must be the draw of step K + j)");
     }
   }
-  if (!defect.empty()) structure_fail(defect);
   // The near drops' keeps (counted with the others above), and the first coordinate kept.
   for (std::size_t li = 0; li < sp.layers.size() && !st.near_drop.empty(); ++li) {
     const SpecLayer& l = sp.layers[li];
