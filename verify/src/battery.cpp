@@ -320,14 +320,13 @@ Result run_battery(Sampler& sampler, const Options& options) {
   double total_units = 0.0;
   for (const auto& j : jobs) total_units += static_cast<double>(j.steps) * static_cast<double>(j.grad.size());
   if (on("streams")) total_units += 2.0 * P.stream_steps * P.d;
-  if (on("structure")) total_units += 9.0 * P.d + static_cast<double>(checks::tails_elements()) *
-                                                  (supports(options, "none") + supports(options, "clip") +
-                                                   supports(options, "saturate")) +
-                                      static_cast<double>(P.large_d) * (supports(options, "clip") + supports(options, "saturate")) +
-                                      (supports(options, "spec-stream") ? static_cast<double>(checks::extreme_elements()) *
-                                                                              (supports(options, "none") + supports(options, "clip") +
-                                                                               supports(options, "saturate"))
-                                                                        : 0.0);
+  if (on("structure")) {
+    const double modes_n = supports(options, "none") + supports(options, "clip") + supports(options, "saturate");
+    total_units += 9.0 * P.d + static_cast<double>(checks::tails_elements()) * modes_n +
+                   static_cast<double>(P.large_d) * (supports(options, "clip") + supports(options, "saturate"));
+    if (supports(options, "spec-stream") && options.reproducible)
+      total_units += static_cast<double>(checks::extreme_elements()) * modes_n;
+  }
   if (on("collision"))
     total_units += static_cast<double>(collision_streams()) * P.d * static_cast<double>(collision_passes(options)) + 4.0 * static_cast<double>(P.large_d) + (P.probe_large_d > P.large_d ? static_cast<double>(P.probe_large_d) : 0.0) + static_cast<double>(P.steps) * static_cast<double>(checks::small_probe_elements()) +
                    (static_cast<double>(long_probe_steps(P, P.d)) + 2.0 * static_cast<double>(id_ladder(id_ladder_base(P, P.d)).size())) *
@@ -387,7 +386,7 @@ Result run_battery(Sampler& sampler, const Options& options) {
   }
   if (on("structure")) run_fresh_gradient(c, P.d);
   if (on("structure")) run_tails(c);
-  if (on("structure") && supports(options, "spec-stream")) run_extreme_uniforms(c);
+  if (on("structure") && supports(options, "spec-stream") && options.reproducible) run_extreme_uniforms(c);
   if (on("streams")) run_streams(c, streams_grad, derive_seed(options.seed, KeyPurpose::streams, 0));
   if (on("collision")) run_collision(c, P.d, derive_seed(options.seed, KeyPurpose::collision, 0));
   if (on("aggregate")) run_aggregate(c, P.d, base);

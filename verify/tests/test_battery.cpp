@@ -1724,6 +1724,13 @@ TEST(Battery, ExtremeUniformsCatchAKeepRuleWithLessOrEqualAndAFloat32Floor) {
   auto ref = make_sampler("reference", {});
   const Result own = run_battery(*ref, o);
   EXPECT_FALSE(std::any_of(own.rows.begin(), own.rows.end(), [](const Row& r) { return r.id == "structure/extreme uniforms"; }));
+  // and so it is for a codec that draws fresh randomness at every call (--unseeded)
+  o.supports.clear();
+  o.reproducible = false;
+  const Result unseeded = run_battery(*ref, o);
+  EXPECT_FALSE(std::any_of(unseeded.rows.begin(), unseeded.rows.end(),
+                           [](const Row& r) { return r.id == "structure/extreme uniforms"; }));
+  EXPECT_TRUE(std::any_of(unseeded.rows.begin(), unseeded.rows.end(), [](const Row& r) { return r.id == "structure/tails"; }));
 }
 
 // A value twice the row's others (a trit of 2 from an external codec's values) is named as such by the families'

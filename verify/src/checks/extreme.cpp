@@ -9,7 +9,7 @@
 // Each happens about once in 2^24 (2^32) element-draws otherwise, so the families see the first about 4 times at ci
 // and almost never at quick, and the second practically never; planted, both are seen at every profile. The
 // probes speak only to codecs that draw the spec's stream (--supports spec-stream); for others they are two
-// ordinary draws, so the row is left out with cross.
+// ordinary draws, so the row is left out with cross (and for --unseeded codecs).
 #include <cmath>
 #include <stdexcept>
 
