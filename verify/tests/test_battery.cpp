@@ -1719,6 +1719,13 @@ TEST(Battery, ExtremeUniformsCatchAKeepRuleWithLessOrEqualAndAFloat32Floor) {
     const Result r = run_battery(*ok, o);
     EXPECT_TRUE(row_with_id(r, "structure/extreme uniforms").pass) << impl << "\n" << format_table(r);
   }
+  {  // GRACE's rule: keep iff (24-bit uniform times s, in float32) < |g|; (1 - 2^-24) s may round up to s (a miss)
+    Float32ProductSampler grace;
+    Options none = o;
+    none.supports = {"none", "spec-stream"};  // the sampler has no clipping and no shared scalar
+    const Result r = run_battery(grace, none);
+    EXPECT_TRUE(row_with_id(r, "structure/extreme uniforms").pass) << format_table(r);
+  }
   // without the spec's stream the planted words are not the codec's: the row is left out
   o.supports = {"none", "clip", "saturate", "shared-scalar"};
   auto ref = make_sampler("reference", {});
