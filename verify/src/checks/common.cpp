@@ -116,10 +116,10 @@ std::string sigma_rule_hint(std::span<const float> g, const Params& params, floa
   if (!(std::min(M, b.spec) < M) && got == M) return {};  // the bound is above max|g|: max|g| is the spec's
   const Moments mo = ref.moments(g);
   const double n = static_cast<double>(g.size());
-  double sq = 0.0, abs_sum = 0.0, dev_sq = 0.0, max_dev = 0.0;
+  double sq = 0.0, abs_sum = 0.0, max_dev = 0.0;
   for (float x : g) {
-    const double v = static_cast<double>(x), dv = v - mo.mean;
-    sq += v * v, abs_sum += std::fabs(v), dev_sq += dv * dv, max_dev = std::max(max_dev, std::fabs(dv));
+    const double v = static_cast<double>(x);
+    sq += v * v, abs_sum += std::fabs(v), max_dev = std::max(max_dev, std::fabs(v - mo.mean));
   }
   double abs_var = 0.0;
   for (float x : g) {
@@ -163,7 +163,7 @@ std::string sigma_rule_hint(std::span<const float> g, const Params& params, floa
   // is max|g|); squares below its smallest normal number lose their digits or vanish (the bound falls, to 0).
   constexpr double kF32Max = static_cast<double>(std::numeric_limits<float>::max());
   constexpr double kF32MinNormal = static_cast<double>(std::numeric_limits<float>::min());
-  if (got == M && (sq > kF32Max || dev_sq > kF32Max))
+  if (got == M && sq > kF32Max)  // sum g^2 >= sum (g - mean)^2: either form of the sum overflows only if this does
     at_max.push_back(strf("from a float32 sum of squares, which overflows here (max|g| = %.3g: the squares pass float32's "
                           "3.4e38, the sigma is inf)",
                           static_cast<double>(M)));
@@ -225,6 +225,13 @@ Params base_params(const Options& o) {
   Params p;
   p.clip = supports(o, "none") ? ClipMode::none : (supports(o, "clip") ? ClipMode::clip : ClipMode::saturate);
   return p;
+}
+
+std::vector<ClipMode> supported_modes(const Options& o) {
+  std::vector<ClipMode> modes;
+  for (ClipMode m : {ClipMode::none, ClipMode::clip, ClipMode::saturate})
+    if (supports(o, to_string(m))) modes.push_back(m);
+  return modes;
 }
 
 std::vector<Params> shared_clip_modes(const Options& o) {
@@ -369,7 +376,6 @@ void deterministic_row(Row& r, double S, double tol, const std::string& what) {
   r.detail = what + ": every keep probability is 0 or 1 under H0, so the sum has no randomness";
   mark_rejected(r);
 }
-
 
 Draws draw_one(Ctx& c, const std::vector<float>& g, const Params& params, const StreamKey& key) {
   Draws dr = c.sampler.draw({g, params, key, 1, std::nullopt});

@@ -63,6 +63,9 @@ struct Ctx {
 bool supports(const Options& o, const std::string& capability);
 /// Parameters of the checks that run in one mode: the first clipping mode the implementation has.
 Params base_params(const Options& o);
+/// Every clipping mode the implementation has, in the order none, clip, saturate (the structure rows that draw
+/// in each: fresh gradients, tails, extreme uniforms).
+std::vector<ClipMode> supported_modes(const Options& o);
 /// The clipping modes a shared scalar is asked in besides the base mode (layerwise, aggregate): clip and
 /// saturate where supported, without the base mode itself (which the plain layerwise and aggregate run).
 std::vector<Params> shared_clip_modes(const Options& o);
@@ -131,8 +134,6 @@ Row pooled_bias_row(const Ctx& c, const std::string& check, const std::string& f
                     double M, const std::string& detail, Pooled what = Pooled::bias,
                     const PartialPeak* peak = nullptr);
 
-/// An exact row that counts violations: passes iff bad == 0; its detail is `first` (the first violation)
-/// when it fails, `ok` when it passes.
 /// One draw (one step) of g under params and key with the implementation's own scalar, its size checked
 /// (tg::Error otherwise): the structure rows tails and fresh gradients.
 Draws draw_one(Ctx& c, const std::vector<float>& g, const Params& params, const StreamKey& key);
@@ -144,6 +145,8 @@ bool count_defect(const Draws& dr, const std::string& what, std::uint64_t& bad, 
 /// after `what`, when nothing was wrong before.
 void count_wrong_signs(const Draws& dr, const std::vector<float>& g, const std::string& what, std::uint64_t& bad,
                        std::string& msg);
+/// An exact row that counts violations: passes iff bad == 0; its detail is `first` (the first violation)
+/// when it fails, `ok` when it passes.
 Row violations_row(const std::string& check, const std::string& family, std::uint64_t bad, const std::string& power,
                    const std::string& first, const std::string& ok);
 

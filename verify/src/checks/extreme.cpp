@@ -38,9 +38,7 @@ constexpr std::size_t kPlantedElements = 4096;
 std::uint64_t extreme_elements() { return 2 * kPlantedElements; }
 
 void run_extreme_uniforms(Ctx& c) {
-  std::vector<ClipMode> modes;
-  for (ClipMode m : {ClipMode::none, ClipMode::clip, ClipMode::saturate})
-    if (supports(c.opt, to_string(m))) modes.push_back(m);
+  const std::vector<ClipMode> modes = supported_modes(c.opt);
   std::string msg, modes_text;
   std::uint64_t bad = 0, draws = 0;
   for (ClipMode m : modes) modes_text += (modes_text.empty() ? "" : ", ") + std::string(to_string(m));

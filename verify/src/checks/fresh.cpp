@@ -22,9 +22,7 @@ void run_fresh_gradient(Ctx& c, std::size_t d) {
                                                                    static_cast<std::uint32_t>(GradientVariant::fresh) + 1))
                              .layers[0].g;
   for (float& x : b) x *= 3.0f;
-  std::vector<ClipMode> modes;
-  for (ClipMode m : {ClipMode::none, ClipMode::clip, ClipMode::saturate})
-    if (supports(c.opt, to_string(m))) modes.push_back(m);
+  const std::vector<ClipMode> modes = supported_modes(c.opt);
   std::string msg, modes_text, off_spec;
   std::uint64_t bad = 0;
   for (ClipMode m : modes) {

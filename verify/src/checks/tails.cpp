@@ -39,9 +39,7 @@ const std::vector<ClipBoundCase>& clip_bound_cases() {
 
 void run_tails(Ctx& c) {
   const std::uint64_t seed = derive_seed(c.opt.seed, KeyPurpose::tails, 0);
-  std::vector<ClipMode> modes;
-  for (ClipMode m : {ClipMode::none, ClipMode::clip, ClipMode::saturate})
-    if (supports(c.opt, to_string(m))) modes.push_back(m);
+  const std::vector<ClipMode> modes = supported_modes(c.opt);
   const char* where[3] = {"last", "first", "last, negative"};
   std::string msg, diagnosed;  // the first violation; the first with a diagnosis, where the first has none
   std::uint64_t bad = 0, draws = 0, elements = 0;

@@ -255,7 +255,6 @@ std::vector<std::string> plan_job(const JobSpec& job) {
 
 namespace {
 
-// What the implementation reports, set from its first draw of each layer.
 // What a wrong scalar of a tensor with its own scalar most often means, said with the scalar's mismatch: the
 // draws were made under another clipping rule than the one checked (a sigma over n - 1, without the mean, of |g|,
 // a float32 sum of squares out of range: sigma_rule_hint; a maximum over part of the tensor; a codec that ignores
@@ -293,6 +292,7 @@ std::string clipping_hint(std::span<const float> g, float scalar, float max_abs,
   return {};
 }
 
+// What the implementation reports, set from its first draw of each layer.
 struct Observed {
   float scalar = 0.0f;
   bool set = false;
@@ -473,11 +473,12 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
       r.power = "any impossible count";
     }
     r.pass = r.pass && infeasible == 0 && wrong_total == 0;
-    if (infeasible) r.detail = strf("%llu elements have |x_k| > s (cannot be unbiased); ", static_cast<unsigned long long>(infeasible));
-    if (wrong_total) r.detail += strf("%llu outputs with the wrong sign; ", static_cast<unsigned long long>(wrong_total));
-    if (bad) r.detail += strf("%zu of %zu coordinates with exact p-value <= alpha/%zu = %.2g", bad, D, D, a_coord);
-    if (!random && minp == 0.0) r.detail += "keep probabilities are 0 or 1 under H0 but a count differs";
-    if (r.detail.ends_with("; ")) r.detail.resize(r.detail.size() - 2);
+    std::vector<std::string> found;
+    if (infeasible) found.push_back(strf("%llu elements have |x_k| > s (cannot be unbiased)", static_cast<unsigned long long>(infeasible)));
+    if (wrong_total) found.push_back(strf("%llu outputs with the wrong sign", static_cast<unsigned long long>(wrong_total)));
+    if (bad) found.push_back(strf("%zu of %zu coordinates with exact p-value <= alpha/%zu = %.2g", bad, D, D, a_coord));
+    if (!random && minp == 0.0) found.push_back("keep probabilities are 0 or 1 under H0 but a count differs");
+    for (std::size_t k = 0; k < found.size(); ++k) r.detail += (k ? "; " : "") + found[k];
     if (r.pass)
       r.detail = strf("E[g~_k] = x_k for each of %zu coordinates (%s, s the reported scalar); %u draws; %s", D,
                       target.c_str(), n,
