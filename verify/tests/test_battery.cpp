@@ -1771,6 +1771,47 @@ TEST(Battery, AValueTwiceTheScalarIsNamedBeforeTheScalarChange) {
   EXPECT_EQ(g.detail.find("at step 0 (same gradient)"), std::string::npos) << g.detail;
 }
 
+// A codec that never keeps a tensor's last element (a loop one element short, a packing tail dropped): the
+// unbiased rows name the coordinates they reject by tensor, index and size, so that the pattern shows. The
+// constant family's count is impossible (exact); lenet's last elements are rejected at this seed.
+TEST(Battery, RejectedCoordinatesAreNamedByTensorAndIndex) {
+  class DropLastSampler : public Sampler {
+   public:
+    std::string name() const override { return "drop-last"; }
+    Draws draw(const DrawRequest& r) override {
+      const Draws d = ref_->draw(r);
+      std::vector<float> v(d.trits.size());
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = (i % d.d + 1 == d.d) ? 0.0f : d.scalars[i / d.d] * d.trits[i];
+      return draws_from_values(v, d.d, d.steps, r.scalar, "drop-last");
+    }
+
+   private:
+    std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+  } drop_last;
+  Options o = small_options(1024, 128, 4, all_checks_but({"unbiased"}));
+  const Result r = run_battery(drop_last, o);
+  const Row constant = row_with_id(r, "unbiased/constant");
+  EXPECT_FALSE(constant.pass);
+  EXPECT_NE(constant.detail.find("a count differs: g[1023] (the last of 1024) kept 0 of 128, p_k = 1"),
+            std::string::npos) << constant.detail;
+  const Row lenet = row_with_id(r, "unbiased/lenet");
+  EXPECT_FALSE(lenet.pass);
+  EXPECT_NE(lenet.detail.find("(the last of "), std::string::npos) << lenet.detail;
+  EXPECT_NE(lenet.detail.find("; coordinate "), std::string::npos) << lenet.detail;
+  const Row dispersion = row_with_id(r, "unbiased-dispersion/lenet");
+  EXPECT_FALSE(dispersion.pass);
+  EXPECT_NE(dispersion.detail.find("the largest at "), std::string::npos) << dispersion.detail;
+  EXPECT_NE(dispersion.detail.find("(the last of "), std::string::npos) << dispersion.detail;
+  // The reference passes the same rows, and their details name no coordinate.
+  auto ref = make_sampler("reference", {});
+  const Result ok = run_battery(*ref, o);
+  for (const char* id : {"unbiased/constant", "unbiased/lenet", "unbiased-dispersion/lenet"}) {
+    const Row row = row_with_id(ok, id);
+    EXPECT_TRUE(row.pass) << id << ": " << row.detail;
+    EXPECT_EQ(row.detail.find("(the last of "), std::string::npos) << row.detail;
+  }
+}
+
 // A scalar below max|g| without clipping: where it is the largest magnitude of a prefix (partial-scalar takes
 // the first half), the structure row says so instead of asking whether the draws were clipped; a scalar that is
 // no element's magnitude (clipped draws checked without --clip: verify/tests/samples_cli.py) still gets that

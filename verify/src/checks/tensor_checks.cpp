@@ -153,6 +153,22 @@ bool random_under_h0(double v) { return v > 0.0; }
 
 std::string prefix(const JobSpec& j, const char* test) { return j.check.empty() ? std::string(test) : j.check + "." + test; }
 
+// Where coordinate e of a job lies, index and size: "g[8191] (the last of 8192)" in a one-tensor job,
+// "conv1.bias[4] (of 6; coordinate 154)" in a job of several, so that a failure near a tensor's end (a packing
+// tail dropped, a loop one element short) reads as such.
+std::string coordinate_name(const Spec& sp, std::size_t e) {
+  for (const SpecLayer& l : sp.layers) {
+    const std::size_t d = l.layer->g.size();
+    if (e < l.off || e - l.off >= d) continue;
+    const std::size_t i = e - l.off;
+    const std::string size = strf("%s of %zu", d > 1 && i + 1 == d ? "the last" : (d > 1 && i == 0 ? "the first" : ""), d);
+    const std::string of = size.front() == ' ' ? size.substr(1) : size;
+    if (sp.layers.size() == 1) return strf("g[%zu] (%s)", i, of.c_str());
+    return strf("%s[%zu] (%s; coordinate %zu)", l.layer->name.c_str(), i, of.c_str(), e);
+  }
+  return strf("coordinate %zu", e);
+}
+
 // Which independence rows a layer set supports (tensor sizes only).
 // A lag row whose lag is each tensor's half, floor(d/2).
 constexpr std::size_t kHalfLag = 0;
@@ -452,11 +468,18 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
     double minp = 1.0;
     std::size_t worst = candidates.front(), bad = 0;
     const double a_coord = c.alpha / static_cast<double>(D);
+    std::string named;  // the first few rejected coordinates (index order), where they lie and what they kept
+    constexpr std::size_t kNamed = 4;
     for (std::size_t e : candidates) {
       double pv = binomial_two_sided_pvalue(n, count[e], p_test(e));
-      bad += pv <= a_coord;
+      const bool rejected = random ? pv <= a_coord : pv == 0.0;
+      if (rejected && bad < kNamed)
+        named += strf("%s%s kept %u of %u, p_k = %.4g", bad ? "; " : ": ", coordinate_name(sp, e).c_str(), count[e], n,
+                      phat[e]);
+      bad += rejected;
       if (pv < minp || (pv == minp && e < worst)) minp = pv, worst = e;
     }
+    if (bad > kNamed) named += strf("; and %zu more", bad - kNamed);
     const double adj = std::min(1.0, minp * static_cast<double>(D));
     r.statistic = strf("worst: %u/%u kept, p_k = %.4g", count[worst], n, phat[worst]);
     if (random) {
@@ -476,8 +499,9 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
     std::vector<std::string> found;
     if (infeasible) found.push_back(strf("%llu elements have |x_k| > s (cannot be unbiased)", static_cast<unsigned long long>(infeasible)));
     if (wrong_total) found.push_back(strf("%llu outputs with the wrong sign", static_cast<unsigned long long>(wrong_total)));
-    if (bad) found.push_back(strf("%zu of %zu coordinates with exact p-value <= alpha/%zu = %.2g", bad, D, D, a_coord));
-    if (!random && minp == 0.0) found.push_back("keep probabilities are 0 or 1 under H0 but a count differs");
+    if (random && bad)
+      found.push_back(strf("%zu of %zu coordinates with exact p-value <= alpha/%zu = %.2g", bad, D, D, a_coord) + named);
+    if (!random && bad) found.push_back("keep probabilities are 0 or 1 under H0 but a count differs" + named);
     for (std::size_t k = 0; k < found.size(); ++k) r.detail += (k ? "; " : "") + found[k];
     if (r.pass)
       r.detail = strf("E[g~_k] = x_k for each of %zu coordinates (%s, s the reported scalar); %u draws; %s", D,
@@ -505,11 +529,15 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
       a.K += 1.0;
     }
     a.tau2 = block_tau2(n, std::max(a.K, 1.0), c.alpha);
+    std::size_t largest = D;  // the coordinate of the largest B_k^2 beyond tau2
     for (std::size_t e = 0; e < D; ++e) {
       const double p = phat[e];
       if (st.must_keep[e] || st.near_drop[e] || p <= 0.0 || p >= 1.0) continue;
       const double B = count[e] - n * p, B2 = B * B;
-      if (B2 > a.tau2) ++a.exceed, a.max_b2 = std::max(a.max_b2, B2);
+      if (B2 > a.tau2) {
+        ++a.exceed;
+        if (B2 > a.max_b2) a.max_b2 = B2, largest = e;
+      }
       a.S += std::min(B2, a.tau2);
     }
     a.S -= a.E;
@@ -526,6 +554,9 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
                     "%.4g) (Hoeffding: |B_k| > %.4g anywhere has probability <= alpha/2 under H0); keep-rate errors of "
                     "either sign add n (n - 1) sum dp_k^2, dependent draws of a coordinate change E[B_k^2]",
                     a.K, n, a.tau2, std::sqrt(a.tau2));
+    if (largest < D)
+      r.detail = strf("the largest at %s: kept %u of %u, n p_k = %.4g; ", coordinate_name(sp, largest).c_str(),
+                      count[largest], n, n * phat[largest]) + r.detail;
     r.detail = exceed_note(a, "coordinates", "B_k") + r.detail;
     mark_rejected(r);
     c.rows.push_back(r);
