@@ -4,6 +4,7 @@
 //       --clip none|clip|saturate --c C [--scalar S]
 // and reads OUT.npy: float32, shape (N, d), row j = the decoded g~ at step K + j. Protocol and
 // example: docs/battery.md, examples/numpy_codec.py.
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -144,9 +146,25 @@ Draws read_output(const DrawRequest& r, const fs::path& out, const std::string& 
     for (std::size_t k = 0; k < a.shape.size(); ++k) got += (k ? ", " : "") + std::to_string(a.shape[k]);
     got += a.shape.size() == 1 ? ",)" : ")";
     throw Error(ErrorCode::invalid_argument, "external codec output has shape " + got + ", expected (" +
-                                                 std::to_string(r.steps) + ", " + std::to_string(r.g.size()) + ")");
+                                                 std::to_string(r.steps) + ", " + std::to_string(r.g.size()) +
+                                                 "); " + context);
   }
-  return draws_from_values(a.data, r.g.size(), r.steps, r.scalar, "external codec output");
+  try {
+    return draws_from_values(a.data, r.g.size(), r.steps, r.scalar, "external codec output");
+  } catch (const Error& e) {
+    // A non-finite output: name the request and the gradient's range, which shows an overflow (|g| near
+    // 1e30 squared, or a scalar in float16) or an underflow (|g| near 1e-30, a division by a scalar of 0).
+    float lo = std::numeric_limits<float>::infinity(), hi = 0.0f;
+    for (float x : r.g)
+      if (x != 0.0f) lo = std::min(lo, std::fabs(x)), hi = std::max(hi, std::fabs(x));
+    char range[96];
+    if (hi > 0.0f)
+      std::snprintf(range, sizeof range, "nonzero |g| from %.3g to %.3g", static_cast<double>(lo), static_cast<double>(hi));
+    else
+      std::snprintf(range, sizeof range, "every g = 0");
+    throw Error(e.code(), std::string(e.what()) + " (the request's gradient: " + std::to_string(r.g.size()) +
+                              " elements, " + range + "); " + context);
+  }
 }
 
 fs::path make_temp_dir() {

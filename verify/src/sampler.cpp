@@ -597,8 +597,9 @@ Draws draws_from_values(std::span<const float> values, std::size_t d, std::uint3
     std::size_t at = 0;  // the first element of the largest magnitude
     for (std::size_t k = 0; k < d; ++k) {
       if (!std::isfinite(v[k]))
-        throw Error(ErrorCode::invalid_argument,
-                    what + " row " + std::to_string(j) + " element " + std::to_string(k) + " is not finite");
+        throw Error(ErrorCode::invalid_argument, what + " row " + std::to_string(j) + " element " + std::to_string(k) +
+                                                     " is not finite (" +
+                                                     (std::isnan(v[k]) ? "NaN" : (v[k] > 0 ? "+inf" : "-inf")) + ")");
       if (std::fabs(v[k]) > s) s = std::fabs(v[k]), at = k;
     }
     // A row with no nonzero output carries no scalar; under a shared scalar that is legitimate

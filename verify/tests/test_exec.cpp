@@ -81,7 +81,14 @@ TEST(Exec, ErrorsNameTheProblem) {
   EXPECT_NE(error_of("sleep", 0.3).find("timed out"), std::string::npos);
   EXPECT_NE(error_of("wrong-shape").find("shape (75,), expected (2, 37)"), std::string::npos);
   EXPECT_NE(error_of("wrong-dtype").find("dtype is '<f8'"), std::string::npos);
-  EXPECT_NE(error_of("nan").find("not finite"), std::string::npos);
+  // A non-finite output names its value, the request's gradient (its range shows an overflow or an underflow)
+  // and the request; so does a wrong shape.
+  const std::string nan = error_of("nan");
+  EXPECT_NE(nan.find("row 0 element 0 is not finite (NaN)"), std::string::npos) << nan;
+  EXPECT_NE(nan.find("(the request's gradient: 37 elements, nonzero |g| from "), std::string::npos) << nan;
+  EXPECT_NE(nan.find("--seed 9 --worker 1 --tensor 2 --step 3 --steps 2"), std::string::npos) << nan;
+  EXPECT_NE(error_of("wrong-shape").find("; command: "), std::string::npos);
+  EXPECT_NE(serve_error_of("nan").find("; request: --input"), std::string::npos);
   EXPECT_NE(error_of("no-output").find("wrote no output file"), std::string::npos);
   EXPECT_NE(error_of("garbage").find("malformed .npy"), std::string::npos);
 }
