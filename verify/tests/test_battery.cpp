@@ -1152,6 +1152,8 @@ TEST(Battery, SharedScalarWithClippingIsAskedOfEveryCodec) {
   bool clipped_rows_failed = false;
   for (const auto& c : r.failed_checks()) clipped_rows_failed |= c.rfind("layerwise.clip.", 0) == 0;
   EXPECT_TRUE(clipped_rows_failed) << format_table(r);
+  // the per-coordinate row says what its rejected coordinates share
+  EXPECT_TRUE(any_detail(r, "every one is clipped (|g_k| above the clip bound, p_k = bound / s)")) << format_table(r);
   EXPECT_FALSE(failed(r, "layerwise.unbiased")) << format_table(r);  // clip-free, it is right
   auto ref = make_sampler("reference", {});
   Result good = run_battery(*ref, o);
@@ -1798,6 +1800,7 @@ TEST(Battery, RejectedCoordinatesAreNamedByTensorAndIndex) {
   EXPECT_FALSE(lenet.pass);
   EXPECT_NE(lenet.detail.find("(the last of "), std::string::npos) << lenet.detail;
   EXPECT_NE(lenet.detail.find("; coordinate "), std::string::npos) << lenet.detail;
+  EXPECT_NE(lenet.detail.find("among its tensor's last 3 elements: a tail left out?"), std::string::npos) << lenet.detail;
   const Row dispersion = row_with_id(r, "unbiased-dispersion/lenet");
   EXPECT_FALSE(dispersion.pass);
   EXPECT_NE(dispersion.detail.find("the largest at "), std::string::npos) << dispersion.detail;
@@ -1809,6 +1812,7 @@ TEST(Battery, RejectedCoordinatesAreNamedByTensorAndIndex) {
     const Row row = row_with_id(ok, id);
     EXPECT_TRUE(row.pass) << id << ": " << row.detail;
     EXPECT_EQ(row.detail.find("(the last of "), std::string::npos) << row.detail;
+    EXPECT_EQ(row.detail.find("a tail left out?"), std::string::npos) << row.detail;
   }
 }
 

@@ -153,20 +153,41 @@ bool random_under_h0(double v) { return v > 0.0; }
 
 std::string prefix(const JobSpec& j, const char* test) { return j.check.empty() ? std::string(test) : j.check + "." + test; }
 
+// The layer that holds coordinate e of a job (nullptr past the end), and e's index in it.
+std::pair<const SpecLayer*, std::size_t> layer_of(const Spec& sp, std::size_t e) {
+  for (const SpecLayer& l : sp.layers)
+    if (e >= l.off && e - l.off < l.layer->g.size()) return {&l, e - l.off};
+  return {nullptr, 0};
+}
+
 // Where coordinate e of a job lies, index and size: "g[8191] (the last of 8192)" in a one-tensor job,
 // "conv1.bias[4] (of 6; coordinate 154)" in a job of several, so that a failure near a tensor's end (a packing
 // tail dropped, a loop one element short) reads as such.
 std::string coordinate_name(const Spec& sp, std::size_t e) {
-  for (const SpecLayer& l : sp.layers) {
-    const std::size_t d = l.layer->g.size();
-    if (e < l.off || e - l.off >= d) continue;
-    const std::size_t i = e - l.off;
-    const std::string size = strf("%s of %zu", d > 1 && i + 1 == d ? "the last" : (d > 1 && i == 0 ? "the first" : ""), d);
-    const std::string of = size.front() == ' ' ? size.substr(1) : size;
-    if (sp.layers.size() == 1) return strf("g[%zu] (%s)", i, of.c_str());
-    return strf("%s[%zu] (%s; coordinate %zu)", l.layer->name.c_str(), i, of.c_str(), e);
+  const auto [l, i] = layer_of(sp, e);
+  if (!l) return strf("coordinate %zu", e);
+  const std::size_t d = l->layer->g.size();
+  const char* end = d < 2 ? "" : (i + 1 == d ? "the last " : (i == 0 ? "the first " : ""));
+  if (sp.layers.size() == 1) return strf("g[%zu] (%sof %zu)", i, end, d);
+  return strf("%s[%zu] (%sof %zu; coordinate %zu)", l->layer->name.c_str(), i, end, d, e);
+}
+
+// What the rejected coordinates of a row have in common, where that names a likely cause: all clipped (|g_k|
+// above the clip bound, so p_k = bound / s), or all among their tensor's last few elements. "" otherwise.
+std::string rejected_pattern(const Spec& sp, const std::vector<float>& xmag, const std::vector<std::size_t>& rejected) {
+  if (rejected.empty()) return "";
+  constexpr std::size_t kTail = 3;
+  bool clipped = true, tail = true;
+  for (std::size_t e : rejected) {
+    const auto [l, i] = layer_of(sp, e);
+    if (!l) return "";
+    clipped = clipped && std::fabs(l->layer->g[i]) > xmag[e];
+    tail = tail && i + kTail >= l->layer->g.size() && l->layer->g.size() > kTail;
   }
-  return strf("coordinate %zu", e);
+  const char* every = rejected.size() == 1 ? "it is" : "every one is";
+  if (clipped) return strf("; %s clipped (|g_k| above the clip bound, p_k = bound / s): is the bound applied?", every);
+  if (tail) return strf("; %s among its tensor's last %zu elements: a tail left out?", every, kTail);
+  return "";
 }
 
 // Which independence rows a layer set supports (tensor sizes only).
@@ -469,17 +490,21 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
     std::size_t worst = candidates.front(), bad = 0;
     const double a_coord = c.alpha / static_cast<double>(D);
     std::string named;  // the first few rejected coordinates (index order), where they lie and what they kept
+    std::vector<std::size_t> rejected;
     constexpr std::size_t kNamed = 4;
     for (std::size_t e : candidates) {
       double pv = binomial_two_sided_pvalue(n, count[e], p_test(e));
-      const bool rejected = random ? pv <= a_coord : pv == 0.0;
-      if (rejected && bad < kNamed)
-        named += strf("%s%s kept %u of %u, p_k = %.4g", bad ? "; " : ": ", coordinate_name(sp, e).c_str(), count[e], n,
-                      phat[e]);
-      bad += rejected;
+      if (random ? pv <= a_coord : pv == 0.0) {
+        if (bad < kNamed)
+          named += strf("%s%s kept %u of %u, p_k = %.4g", bad ? "; " : ": ", coordinate_name(sp, e).c_str(), count[e],
+                        n, phat[e]);
+        rejected.push_back(e);
+        ++bad;
+      }
       if (pv < minp || (pv == minp && e < worst)) minp = pv, worst = e;
     }
     if (bad > kNamed) named += strf("; and %zu more", bad - kNamed);
+    named += rejected_pattern(sp, st.xmag, rejected);
     const double adj = std::min(1.0, minp * static_cast<double>(D));
     r.statistic = strf("worst: %u/%u kept, p_k = %.4g", count[worst], n, phat[worst]);
     if (random) {
