@@ -2009,6 +2009,27 @@ TEST(Battery, CollisionLongProbeBlocksAreDisjointAndMeetLargePeriods) {
   EXPECT_GE(met, 195u) << "of 200 primes above 10^6";
 }
 
+// A step or an id cut to k bits (a key packed into one word with 24 bits for the step, say): step 2^31 draws step
+// 0's stream, as does id 2^31 id 0's, for every k <= 31; the listed probe keys hold both. The finding says that
+// the two keys are a power of two apart in one field.
+TEST(Battery, CollisionNamesAStepOrAnIdCutToAFewBits) {
+  Options o = small_options(512, 16, 4, all_checks_but({"collision"}));
+  PerStepKeySampler step24("step-24-bits", [](const StreamKey& k, std::uint32_t j) {
+    StreamKey q = k;
+    q.step = (k.step + j) & 0xffffffu;
+    return q;
+  });
+  expect_collision_finds(step24, o, "(steps 2^31 apart: a step kept in 31 bits or fewer?)", "steps near 2^16, 2^31");
+  RewritingSampler tensor20("tensor-20-bits", [](const DrawRequest& r) {
+    DrawRequest q = r;
+    q.key.tensor &= 0xfffffu;
+    return q;
+  });
+  Result r = run_battery(tensor20, o);
+  EXPECT_TRUE(failed(r, "collision")) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "2^31 apart: an id kept in 31 bits or fewer?")) << format_table(r);
+}
+
 TEST(Battery, CollisionFindsAStepMapOfALargePeriod) {
   Options o = small_options(512, 1024, 4, all_checks_but({"collision"}));  // long probe: H = 2^18 steps, as at ci
   PerStepKeySampler mod("step-mod-999983", [](const StreamKey& k, std::uint32_t j) {

@@ -130,12 +130,28 @@ std::string key_text(const StreamKey& k) {
 }
 
 // For two keys that differ in the tensor or the worker id only: which ids, and the period that maps them to one.
+// "; 2^24 apart: a step kept in 24 bits or fewer?" where two keys that share a stream differ by a power of two in
+// one field (a field cut to k bits meets itself 2^k apart); "" otherwise.
+std::string power_of_two_note(std::uint32_t diff, const char* what) {
+  if (diff < 2 || !std::has_single_bit(diff)) return "";
+  const int k = std::countr_zero(diff);
+  return strf("; 2^%d apart: %s kept in %d bits or fewer?", k, what, k);
+}
+
 std::string id_map_hint(const StreamKey& x, const StreamKey& y) {
   if (x.seed != y.seed || x.step != y.step || (x.worker != y.worker) == (x.tensor != y.tensor)) return "";
   const bool tensors = x.tensor != y.tensor;
   const std::uint32_t a = tensors ? x.tensor : x.worker, b = tensors ? y.tensor : y.worker;
-  return strf(" (%s ids %u and %u: an id reduced modulo a divisor of %u?)", tensors ? "tensor" : "worker",
-              std::min(a, b), std::max(a, b), std::max(a, b) - std::min(a, b));
+  const std::uint32_t diff = std::max(a, b) - std::min(a, b);
+  return strf(" (%s ids %u and %u: an id reduced modulo a divisor of %u?%s)", tensors ? "tensor" : "worker",
+              std::min(a, b), std::max(a, b), diff, power_of_two_note(diff, "an id").c_str());
+}
+
+// The same for two keys of one seed, worker and tensor whose steps differ by a power of two.
+std::string step_map_hint(const StreamKey& x, const StreamKey& y) {
+  if (x.seed != y.seed || x.worker != y.worker || x.tensor != y.tensor || x.step == y.step) return "";
+  const std::string note = power_of_two_note(std::max(x.step, y.step) - std::min(x.step, y.step), "a step");
+  return note.empty() ? "" : " (steps " + note.substr(2) + ")";
 }
 
 struct ProbeStream {
@@ -339,7 +355,9 @@ ProbeScan probe_and_scan(Ctx& c, const std::vector<float>& g, const Params& para
           if (P.repeats++ == 0)
             P.first = strf("mask bits %zu..%zu of %s %s bits %zu..%zu of %s (%zu bits)", j - back, j - back + run - 1,
                            streams[s].name().c_str(), flip ? "are the complement of" : "equal", j2 - back,
-                           j2 - back + run - 1, streams[s2].name().c_str(), run);
+                           j2 - back + run - 1, streams[s2].name().c_str(), run) +
+                      (j == j2 ? id_map_hint(streams[s].key, streams[s2].key) + step_map_hint(streams[s].key, streams[s2].key)
+                               : std::string());
         }
       }
     }
@@ -707,9 +725,10 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
             const char* how = flip ? "are complements" : "are equal";
             if (x.worker == y.worker && x.tensor == y.tensor)
               first = strf("mask bits 64..%zu of steps %u and %u of (seed %#llx, worker %u, tensor %u) %s: two steps of one "
-                           "key share a stream (a generator seeded from a short hash of the key?)",
+                           "key share a stream (a generator seeded from a short hash of the key?%s)",
                            m - 1, std::min(x.step, y.step), std::max(x.step, y.step),
-                           static_cast<unsigned long long>(stream_seed), x.worker, x.tensor, how);
+                           static_cast<unsigned long long>(stream_seed), x.worker, x.tensor, how,
+                           power_of_two_note(std::max(x.step, y.step) - std::min(x.step, y.step), "a step").c_str());
             else
               first = strf("mask bits 64..%zu of %s and %s %s: two keys share one stream", m - 1, key_text(x).c_str(),
                            key_text(y).c_str(), how) +
