@@ -180,6 +180,27 @@ class RewritingSampler : public Sampler {
   std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
 };
 
+// The reference's draws as decoded values (row j = s_j trits_j), edited by `edit` and read back as a codec's
+// output would be (draws_from_values): a codec whose values are wrong in one way.
+class ValuesSampler : public Sampler {
+ public:
+  ValuesSampler(std::string name, std::function<void(std::vector<float>&, const Draws&)> edit)
+      : name_(std::move(name)), edit_(std::move(edit)) {}
+  std::string name() const override { return name_; }
+  Draws draw(const DrawRequest& r) override {
+    const Draws d = ref_->draw(r);
+    std::vector<float> v(d.trits.size());
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = d.scalars[i / d.d] * d.trits[i];
+    edit_(v, d);
+    return draws_from_values(v, d.d, d.steps, r.scalar, name_);
+  }
+
+ private:
+  std::string name_;
+  std::function<void(std::vector<float>&, const Draws&)> edit_;
+  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+};
+
 // Whether some row's detail says `text`.
 bool any_detail(const Result& r, const std::string& text) {
   return std::any_of(r.rows.begin(), r.rows.end(), [&](const Row& w) { return w.detail.find(text) != std::string::npos; });
@@ -1745,25 +1766,14 @@ TEST(Battery, ExtremeUniformsCatchAKeepRuleWithLessOrEqualAndAFloat32Floor) {
 // A value twice the row's others (a trit of 2 from an external codec's values) is named as such by the families'
 // structure rows, before the scalar it makes look different from the other steps'.
 TEST(Battery, AValueTwiceTheScalarIsNamedBeforeTheScalarChange) {
-  class DoubledSampler : public Sampler {
-   public:
-    std::string name() const override { return "doubled"; }
-    Draws draw(const DrawRequest& r) override {
-      const Draws d = ref_->draw(r);
-      std::vector<float> v(d.trits.size());
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] = d.scalars[i / d.d] * d.trits[i];
-      if (r.steps > 1)  // step 1: the first kept element doubled
-        for (std::size_t k = 0; k < d.d; ++k)
-          if (v[d.d + k] != 0.0f) {
-            v[d.d + k] *= 2.0f;
-            break;
-          }
-      return draws_from_values(v, d.d, d.steps, r.scalar, "doubled");
-    }
-
-   private:
-    std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
-  } doubled;
+  ValuesSampler doubled("doubled", [](std::vector<float>& v, const Draws& d) {
+    if (d.steps > 1)  // step 1: the first kept element doubled
+      for (std::size_t k = 0; k < d.d; ++k)
+        if (v[d.d + k] != 0.0f) {
+          v[d.d + k] *= 2.0f;
+          break;
+        }
+  });
   Options o = small_options(1024, 8, 4, all_checks_but({"structure"}));
   const Result r = run_battery(doubled, o);
   const Row g = row_with_id(r, "structure/gaussian");
@@ -1777,19 +1787,9 @@ TEST(Battery, AValueTwiceTheScalarIsNamedBeforeTheScalarChange) {
 // unbiased rows name the coordinates they reject by tensor, index and size, so that the pattern shows. The
 // constant family's count is impossible (exact); lenet's last elements are rejected at this seed.
 TEST(Battery, RejectedCoordinatesAreNamedByTensorAndIndex) {
-  class DropLastSampler : public Sampler {
-   public:
-    std::string name() const override { return "drop-last"; }
-    Draws draw(const DrawRequest& r) override {
-      const Draws d = ref_->draw(r);
-      std::vector<float> v(d.trits.size());
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] = (i % d.d + 1 == d.d) ? 0.0f : d.scalars[i / d.d] * d.trits[i];
-      return draws_from_values(v, d.d, d.steps, r.scalar, "drop-last");
-    }
-
-   private:
-    std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
-  } drop_last;
+  ValuesSampler drop_last("drop-last", [](std::vector<float>& v, const Draws& d) {
+    for (std::uint32_t j = 0; j < d.steps; ++j) v[(j + 1) * d.d - 1] = 0.0f;
+  });
   Options o = small_options(1024, 128, 4, all_checks_but({"unbiased"}));
   const Result r = run_battery(drop_last, o);
   const Row constant = row_with_id(r, "unbiased/constant");
