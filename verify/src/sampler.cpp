@@ -452,6 +452,18 @@ class F32FloorMutant : public MutantCodec {
   }
 };
 
+// 27. a 2-bit packing that drops the partial last byte: the last d mod 4 elements are never kept (their codes
+// are not written, and a decoder reads them as 0). Every other element is the spec's.
+class PackTailMutant : public MutantCodec {
+ public:
+  PackTailMutant() : MutantCodec("pack-tail") {}
+  void ternarize(std::span<const float> g, const ScalarRule& rule, const StreamKey& key,
+                 std::span<std::int8_t> trits) const override {
+    MutantCodec::ternarize(g, rule, key, trits);
+    for (std::size_t i = g.size() - g.size() % 4; i < g.size(); ++i) trits[i] = 0;
+  }
+};
+
 // ---- correct variants --------------------------------------------------------------------------
 // Implementations that differ from the reference where the specification allows it and must pass
 // the battery. Everything but the difference is forwarded to the reference codec.
@@ -656,6 +668,7 @@ const std::vector<MutantInfo>& mutant_list() {
       {"sample-sigma", "clip sigma over n - 1 (torch.std()'s default): the clip bound sqrt(n/(n-1)) too large"},
       {"keep-le", "keep iff u <= p instead of u < p: an element of g = 0 is kept where its uniform is 0"},
       {"f32-floor", "floor(p + u) in float32, 24-bit u: keeps iff u >= 1 - p, and outputs 2s where p = 1, u = 1 - 2^-24"},
+      {"pack-tail", "2-bit packing that drops the partial last byte: the last d mod 4 elements never kept"},
   };
   return list;
 }
@@ -697,6 +710,7 @@ std::shared_ptr<const Codec> make_mutant_codec(const std::string& name) {
   if (name == "sample-sigma") return std::make_shared<SampleSigmaMutant>();
   if (name == "keep-le") return std::make_shared<KeepLeMutant>();
   if (name == "f32-floor") return std::make_shared<F32FloorMutant>();
+  if (name == "pack-tail") return std::make_shared<PackTailMutant>();
   std::string known;
   for (const auto& m : mutant_list()) known += (known.empty() ? "" : ", ") + std::string(m.name);
   throw Error(ErrorCode::invalid_argument, "unknown mutant '" + name + "' (known: " + known + ")");

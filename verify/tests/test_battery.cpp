@@ -1816,6 +1816,24 @@ TEST(Battery, RejectedCoordinatesAreNamedByTensorAndIndex) {
   }
 }
 
+// Mutant pack-tail (a 2-bit packing that drops the partial last byte): at quick the per-coordinate rows of lenet,
+// whose conv1.weight (150), conv1.bias (6) and fc3.bias (10) elements are no multiple of 4, reject it and say
+// that the coordinates are tensors' last elements; the families of 8192 elements pass.
+TEST(Battery, APackingThatDropsThePartialLastByteIsRejectedAtItsTensorsEnds) {
+  Options o;
+  o.profile = profile_named("quick");
+  o.skip = all_checks_but({"unbiased"});
+  auto m = make_sampler("mutant:pack-tail", {});
+  const Result r = run_battery(*m, o);
+  const Row lenet = row_with_id(r, "unbiased/lenet");
+  EXPECT_FALSE(lenet.pass) << format_table(r);
+  EXPECT_NE(lenet.detail.find("conv1.weight[149] (the last of 150; coordinate 149) kept 0 of 128"), std::string::npos)
+      << lenet.detail;
+  EXPECT_NE(lenet.detail.find("a tail left out?"), std::string::npos) << lenet.detail;
+  EXPECT_TRUE(row_with_id(r, "unbiased/gaussian").pass) << format_table(r);
+  EXPECT_TRUE(row_with_id(r, "unbiased/laplace").pass) << format_table(r);
+}
+
 // A scalar below max|g| without clipping: where it is the largest magnitude of a prefix (partial-scalar takes
 // the first half), the structure row says so instead of asking whether the draws were clipped; a scalar that is
 // no element's magnitude (clipped draws checked without --clip: verify/tests/samples_cli.py) still gets that

@@ -148,7 +148,7 @@ TEST(Mutants, ListsAndFactoriesAgree) {
     EXPECT_EQ(make_sampler(std::string("mutant:") + m.name, {})->name(), std::string("mutant:") + m.name);
     EXPECT_GT(std::strlen(m.description), 10u) << m.name;
   }
-  EXPECT_EQ(mutant_list().size(), 26u);
+  EXPECT_EQ(mutant_list().size(), 27u);
   for (const auto& v : variant_list()) {
     EXPECT_TRUE(names.insert(v.name).second) << v.name;  // a name is a mutant or a variant, never both
     EXPECT_EQ(make_variant_codec(v.name)->name(), std::string("variant:") + v.name);
@@ -527,6 +527,35 @@ Sweep sweep_bounds(const Codec& codec, int count) {
     ++s.tensors;
   }
   return s;
+}
+
+// pack-tail: the last d mod 4 elements are never kept, in the trits and in the payload; every other element is
+// the reference's, and a tensor of a multiple of 4 elements is the reference's throughout.
+TEST(Mutants, PackTailNeverKeepsTheLastDMod4Elements) {
+  const auto m = make_mutant_codec("pack-tail");
+  const Codec& ref = reference_codec();
+  for (std::size_t d : {4096u, 4097u, 4098u, 4099u}) {
+    std::vector<float> g(d, 1.0f);  // p = 1 everywhere: the reference keeps every element
+    g[d / 2] = -0.5f;
+    const Params params;
+    const ScalarRule rule = own_rule(ref, g, params, 0);
+    std::vector<std::int8_t> a(d), b(d);
+    m->ternarize(g, rule, {7, 0, 0, 0}, a);
+    ref.ternarize(g, rule, {7, 0, 0, 0}, b);
+    const std::size_t tail = d % 4;
+    for (std::size_t i = 0; i < d; ++i) {
+      if (i + tail >= d && tail) {
+        EXPECT_EQ(a[i], 0) << "d " << d << " element " << i;
+        EXPECT_EQ(b[i], 1) << "d " << d << " element " << i;
+      } else {
+        EXPECT_EQ(a[i], b[i]) << "d " << d << " element " << i;
+      }
+    }
+    const std::vector<std::uint8_t> pm = encode(*m, g, params, {7, 0, 0, 0}), pr = encode(ref, g, params, {7, 0, 0, 0});
+    EXPECT_EQ(pm == pr, tail == 0) << "d " << d;
+    const std::vector<std::int8_t> back = decode_trits(ref, pm);
+    EXPECT_EQ(back, a) << "d " << d;
+  }
 }
 
 TEST(Variants, F32SigmaClipBoundWithin16UlpsOfTheReference) {
