@@ -1296,6 +1296,15 @@ class UnseededSampler : public Sampler {
 // Runs the battery at quick on a mutant with cross skipped (it would name any deviation from the spec's bytes),
 // requires the run to fail, every failed row's check to be one `allowed` accepts, and at least `min_failed` of
 // them; returns the result.
+// The quick profile on a mutant, with only `check` run.
+Result quick_mutant_in(const std::string& mutant, const char* check) {
+  Options o;
+  o.profile = profile_named("quick");
+  o.skip = all_checks_but({check});
+  auto m = make_sampler("mutant:" + mutant, {});
+  return run_battery(*m, o);
+}
+
 Result quick_mutant_fails_only_in(const std::string& mutant, const std::function<bool(const Row&)>& allowed,
                                   std::size_t min_failed) {
   Options o;
@@ -1820,11 +1829,7 @@ TEST(Battery, RejectedCoordinatesAreNamedByTensorAndIndex) {
 // whose conv1.weight (150), conv1.bias (6) and fc3.bias (10) elements are no multiple of 4, reject it and say
 // that the coordinates are tensors' last elements; the families of 8192 elements pass.
 TEST(Battery, APackingThatDropsThePartialLastByteIsRejectedAtItsTensorsEnds) {
-  Options o;
-  o.profile = profile_named("quick");
-  o.skip = all_checks_but({"unbiased"});
-  auto m = make_sampler("mutant:pack-tail", {});
-  const Result r = run_battery(*m, o);
+  const Result r = quick_mutant_in("pack-tail", "unbiased");
   const Row lenet = row_with_id(r, "unbiased/lenet");
   EXPECT_FALSE(lenet.pass) << format_table(r);
   EXPECT_NE(lenet.detail.find("conv1.weight[149] (the last of 150; coordinate 149) kept 0 of 128"), std::string::npos)
@@ -2097,11 +2102,7 @@ TEST(Battery, CollisionIdLaddersMeetEveryPeriodUpToBSquared) {
 // (">= 537247853 repeated runs", 107 s of the quick run); the count here is at most 16 per pass and 16 for the
 // long probe.
 TEST(Battery, CollisionStopsCountingOnceAStreamIsReusedAtEveryStep) {
-  Options o;
-  o.profile = profile_named("quick");
-  o.skip = all_checks_but({"collision"});
-  auto m = make_sampler("mutant:step-reuse", {});
-  const Result r = run_battery(*m, o);
+  const Result r = quick_mutant_in("step-reuse", "collision");
   const Row& row = row_with_id(r, "collision/p=1/2 probe");
   EXPECT_FALSE(row.pass) << format_table(r);
   ASSERT_EQ(row.statistic.rfind(">= ", 0), 0u) << row.statistic;
