@@ -129,7 +129,6 @@ std::string key_text(const StreamKey& k) {
               k.step);
 }
 
-// For two keys that differ in the tensor or the worker id only: which ids, and the period that maps them to one.
 // "; 2^24 apart: a step kept in 24 bits or fewer?" where two keys that share a stream differ by a power of two in
 // one field (a field cut to k bits meets itself 2^k apart); "" otherwise.
 std::string power_of_two_note(std::uint32_t diff, const char* what) {
@@ -138,6 +137,7 @@ std::string power_of_two_note(std::uint32_t diff, const char* what) {
   return strf("; 2^%d apart: %s kept in %d bits or fewer?", k, what, k);
 }
 
+// For two keys that differ in the tensor or the worker id only: which ids, and the period that maps them to one.
 std::string id_map_hint(const StreamKey& x, const StreamKey& y) {
   if (x.seed != y.seed || x.step != y.step || (x.worker != y.worker) == (x.tensor != y.tensor)) return "";
   const bool tensors = x.tensor != y.tensor;
