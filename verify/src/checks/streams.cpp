@@ -130,11 +130,11 @@ std::string key_text(const StreamKey& k) {
 }
 
 // "; 2^24 apart: a step kept in 24 bits or fewer?" where two keys that share a stream differ by a power of two in
-// one field (a field cut to k bits meets itself 2^k apart); "" otherwise.
-std::string power_of_two_note(std::uint32_t diff, const char* what) {
+// one field (a field cut to k bits meets itself 2^k apart); "" otherwise. `lead` goes before the note.
+std::string power_of_two_note(std::uint32_t diff, const char* what, const char* lead = "; ") {
   if (diff < 2 || !std::has_single_bit(diff)) return "";
   const int k = std::countr_zero(diff);
-  return strf("; 2^%d apart: %s kept in %d bits or fewer?", k, what, k);
+  return strf("%s2^%d apart: %s kept in %d bits or fewer?", lead, k, what, k);
 }
 
 // For two keys that differ in the tensor or the worker id only: which ids, and the period that maps them to one.
@@ -150,8 +150,8 @@ std::string id_map_hint(const StreamKey& x, const StreamKey& y) {
 // The same for two keys of one seed, worker and tensor whose steps differ by a power of two.
 std::string step_map_hint(const StreamKey& x, const StreamKey& y) {
   if (x.seed != y.seed || x.worker != y.worker || x.tensor != y.tensor || x.step == y.step) return "";
-  const std::string note = power_of_two_note(std::max(x.step, y.step) - std::min(x.step, y.step), "a step");
-  return note.empty() ? "" : " (steps " + note.substr(2) + ")";
+  const std::string note = power_of_two_note(std::max(x.step, y.step) - std::min(x.step, y.step), "a step", "");
+  return note.empty() ? "" : " (steps " + note + ")";
 }
 
 struct ProbeStream {
