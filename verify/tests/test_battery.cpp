@@ -1728,6 +1728,7 @@ TEST(Battery, AFloat32SumOfSquaresOutOfRangeIsNamed) {
   EXPECT_NE(tiny.detail.find("below float32's smallest normal number"), std::string::npos) << tiny.detail;
   EXPECT_FALSE(huge.pass);
   EXPECT_NE(huge.detail.find("from a float32 sum of squares, which overflows here"), std::string::npos) << huge.detail;
+  EXPECT_NE(huge.detail.find("the squares sum to"), std::string::npos) << huge.detail;  // the sum overflows, not a square
 }
 
 // Uniforms at the ends of their range, planted (structure/extreme uniforms): the keep rule u <= p keeps g = 0 where

@@ -164,9 +164,9 @@ std::string sigma_rule_hint(std::span<const float> g, const Params& params, floa
   constexpr double kF32Max = static_cast<double>(std::numeric_limits<float>::max());
   constexpr double kF32MinNormal = static_cast<double>(std::numeric_limits<float>::min());
   if (got == M && sq > kF32Max)  // sum g^2 >= sum (g - mean)^2: either form of the sum overflows only if this does
-    at_max.push_back(strf("from a float32 sum of squares, which overflows here (max|g| = %.3g: the squares pass float32's "
-                          "3.4e38, the sigma is inf)",
-                          static_cast<double>(M)));
+    at_max.push_back(strf("from a float32 sum of squares, which overflows here (max|g| = %.3g: the squares sum to %.3g, "
+                          "past float32's 3.4e38, and the sigma is inf)",
+                          static_cast<double>(M), sq));
   auto join = [](const std::vector<std::string>& v) {
     std::string out;
     for (std::size_t k = 0; k < v.size(); ++k) {
