@@ -257,8 +257,7 @@ TEST(Impl, ParsingAndAvailability) {
     EXPECT_FALSE(why.empty());
     EXPECT_THROW(make_sampler("cuda", {}), Unavailable);
   }
-  EXPECT_EQ(mutant_list().size(), 27u);  // the 27 mutants of docs/statistics.md
-  for (const auto& m : mutant_list()) EXPECT_NO_THROW(make_sampler(std::string("mutant:") + m.name, {}));
+  // every mutant and variant name makes a sampler: Mutants.ListsAndFactoriesAgree
 }
 
 }  // namespace
