@@ -117,6 +117,7 @@ int run_single(const VerifyOptions& o) {
   Result r = run_battery(*sampler, opt);
   print_table(o, r);
   write_reports(o, {r});
+  if (const std::string note = sampler->cost_note(); !note.empty()) std::fprintf(stderr, "terngrad verify: %s\n", note.c_str());
   return r.pass() ? 0 : 1;
 }
 

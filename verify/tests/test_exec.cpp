@@ -49,6 +49,7 @@ TEST(Exec, GoodProgramReproducesReferenceBytes) {
   auto g = gradient(1001);
   auto ext = make_exec_sampler(fake("good"), {30.0});
   auto ref = make_sampler("reference", {});
+  EXPECT_EQ(ext->cost_note(), "");  // nothing run yet
   for (ClipMode m : {ClipMode::none, ClipMode::clip}) {
     Params p;
     p.clip = m;
@@ -62,6 +63,12 @@ TEST(Exec, GoodProgramReproducesReferenceBytes) {
     EXPECT_EQ(a.trits, b.trits);
     EXPECT_EQ(a.scalars, b.scalars);
   }
+  // what the run's processes cost, said after it (terngrad verify prints it on stderr); in-process codecs say nothing
+  const std::string note = ext->cost_note();
+  EXPECT_EQ(note.rfind("exec: 4 requests, one process each, ", 0), 0u) << note;
+  EXPECT_NE(note.find("ms per request"), std::string::npos) << note;
+  EXPECT_NE(note.find("--impl serve:'CMD'"), std::string::npos) << note;
+  EXPECT_EQ(ref->cost_note(), "");
 }
 
 TEST(Exec, RowWithoutNonzeroOutputTakesTheSharedScalar) {

@@ -45,6 +45,9 @@ class Sampler {
   virtual const Codec* codec() const { return nullptr; }
   /// Largest steps x d a single request should ask for (external programs: one process per request).
   virtual std::uint64_t max_request_elements() const { return std::uint64_t{1} << 22; }
+  /// What the run cost outside the battery, for a line on stderr after it ("" when nothing is worth
+  /// saying): an exec: codec counts its processes and the time spent in them.
+  virtual std::string cost_note() const { return {}; }
 };
 
 /// Draws from decoded values (steps x d, row-major, float32): trit = sign(v), the row's scalar = its
