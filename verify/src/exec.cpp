@@ -215,9 +215,7 @@ class ExecSampler : public Sampler {
     fs::path in = dir_ / "g.npy", out = dir_ / "out.npy", err = dir_ / "stderr.txt";
     const std::string args = request_args(r, in, out);
     const std::string cmd = command_ + " " + args;
-    const auto start = std::chrono::steady_clock::now();
-    run(cmd, err);
-    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    seconds_ += run(cmd, err);
     ++requests_;
     return read_output(r, out, "command: " + cmd);
   }
@@ -235,7 +233,8 @@ class ExecSampler : public Sampler {
   }
 
  private:
-  void run(const std::string& cmd, const fs::path& err) {
+  // Runs one request's process; returns its wall time in seconds.
+  double run(const std::string& cmd, const fs::path& err) {
     std::fflush(nullptr);
     pid_t pid = ::fork();
     if (pid < 0) throw Error(ErrorCode::invalid_argument, std::string("fork failed: ") + std::strerror(errno));
@@ -284,6 +283,8 @@ class ExecSampler : public Sampler {
       throw Error(ErrorCode::invalid_argument, "external codec exited with status " +
                                                    std::to_string(WEXITSTATUS(status)) + "; command: " + cmd +
                                                    "; its output: " + tail_of(err, 600));
+
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
   SignalGuard signals_;  // first member: constructed first, destroyed last (after dir_ is removed)
