@@ -99,7 +99,7 @@ std::string structure(const Draws& d, std::span<const float> g, const Params& pa
                   w.lo == w.hi ? "must be equal"
                                : strf("a float32 sigma's lies in [%.9g, %.9g]", static_cast<double>(w.lo),
                                       static_cast<double>(w.hi)).c_str()) +
-             sigma_rule_hint(g, params, s);
+             scalar_hint(g, params, s, w.spec);
     auto row = d.row(j);
     for (std::size_t k = 0; k < g.size(); ++k) {
       int t = row[k];

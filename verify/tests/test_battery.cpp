@@ -1855,6 +1855,68 @@ TEST(Battery, AMaximumOverPartOfTheTensorIsNamedAsSuch) {
   EXPECT_TRUE(row_with_id(r, "structure/fresh gradients").pass) << format_table(r);
 }
 
+// A codec that stores its scalar in half precision (the reference's trits, each scalar rounded to 11 significant
+// bits as float16 holds it, or cut to 8 as bfloat16 does): the structure row fails and says so; the reference's
+// structure row names no precision.
+class HalfScalarSampler : public Sampler {
+ public:
+  explicit HalfScalarSampler(int bits) : bits_(bits) {}
+  std::string name() const override { return "half-scalar"; }
+  Draws draw(const DrawRequest& r) override {
+    Draws d = ref_->draw(r);
+    for (float& s : d.scalars) {
+      if (!(s > 0.0f)) continue;
+      int e = 0;
+      std::frexp(s, &e);
+      const float unit = std::ldexp(1.0f, e - bits_);
+      s = (bits_ == 11 ? std::nearbyint(s / unit) : std::floor(s / unit)) * unit;
+    }
+    return d;
+  }
+
+ private:
+  int bits_;
+  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+};
+
+TEST(Battery, AScalarStoredInHalfPrecisionIsNamed) {
+  Options o = small_options(1024, 4, 4, all_checks_but({"structure"}));
+  o.supports = {"none", "spec-stream"};
+  for (int bits : {11, 8}) {
+    HalfScalarSampler half(bits);
+    const Result r = run_battery(half, o);
+    EXPECT_TRUE(failed(r, "structure")) << format_table(r);
+    EXPECT_TRUE(any_detail(r, bits == 11 ? "rounded to 11 significant bits, as float16 holds it"
+                                         : "rounded to 8 significant bits, as bfloat16 holds it"))
+        << format_table(r);
+    EXPECT_FALSE(any_detail(r, "were these draws clipped")) << format_table(r);  // the rounding explains it
+  }
+  auto ref = make_sampler("reference", {});
+  const Result ok = run_battery(*ref, o);
+  EXPECT_TRUE(ok.pass()) << format_table(ok);
+  EXPECT_FALSE(any_detail(ok, "significant bits")) << format_table(ok);
+}
+
+// precision_hint names a scalar that is the spec's rounded to 11 or 8 significant bits (nearest, down or up), and
+// nothing for the spec's own scalar, one ulp off it, or a spec that already fits in 11 bits; scalar_hint falls
+// back to the clip-rule hint.
+TEST(ScalarHint, NamesAHalfPrecisionScalarOnly) {
+  const float spec = 4.24725866f;  // 0x1.0fd... : more than 11 significant bits
+  const float f16_near = 4.24609375f, f16_up = 4.25f, bf16_down = 4.21875f;
+  EXPECT_NE(precision_hint(f16_near, spec).find("rounded to 11 significant bits, as float16 holds it"), std::string::npos);
+  EXPECT_NE(precision_hint(bf16_down, spec).find("rounded to 8 significant bits, as bfloat16 holds it"), std::string::npos);
+  EXPECT_NE(precision_hint(f16_up, spec).find("significant bits"), std::string::npos);  // 4.25 has 4: also 8 bits up
+  EXPECT_EQ(precision_hint(spec, spec), "");
+  EXPECT_EQ(precision_hint(std::nextafter(spec, 5.0f), spec), "");
+  EXPECT_EQ(precision_hint(3.0f, 3.0f), "");
+  EXPECT_EQ(precision_hint(f16_near, -spec), "");
+  EXPECT_EQ(precision_hint(std::numeric_limits<float>::infinity(), spec), "");
+  const std::vector<float> g = {1.0f, -2.0f, 0.5f};
+  Params none;
+  EXPECT_EQ(scalar_hint(g, none, f16_near, spec), precision_hint(f16_near, spec));
+  EXPECT_EQ(scalar_hint(g, none, 2.5f, 2.0f), sigma_rule_hint(g, none, 2.5f));
+}
+
 // sample_sigma_hint names the n - 1 bound only where the scalar is that bound: not for the spec's scalar, a
 // scalar at max|g|, a bound 2 ulps outside the n - 1 window, without clipping, or on one element.
 TEST(ClipWindow, SampleSigmaHintOnlyWhereTheScalarIsTheSampleBound) {

@@ -107,6 +107,25 @@ ClipWindow clip_scalar_window(std::span<const float> g, const Params& params) {
   return w;
 }
 
+std::string precision_hint(float scalar, float spec) {
+  if (!(scalar > 0.0f) || !(spec > 0.0f) || !std::isfinite(scalar) || !std::isfinite(spec) || scalar == spec) return {};
+  for (int bits : {8, 11}) {
+    int e = 0;
+    std::frexp(static_cast<double>(spec), &e);  // spec = f 2^e, f in [1/2, 1)
+    const double unit = std::ldexp(1.0, e - bits), q = static_cast<double>(spec) / unit;
+    for (double r : {std::floor(q), std::ceil(q), std::nearbyint(q)})
+      if (static_cast<double>(scalar) == r * unit)
+        return strf("; the scalar is the spec's rounded to %d significant bits, as %s holds it: a scalar stored in %s?",
+                    bits, bits == 11 ? "float16" : "bfloat16", bits == 11 ? "float16" : "bfloat16");
+  }
+  return {};
+}
+
+std::string scalar_hint(std::span<const float> g, const Params& params, float got, float spec) {
+  std::string h = precision_hint(got, spec);
+  return h.empty() ? sigma_rule_hint(g, params, got) : h;
+}
+
 std::string sigma_rule_hint(std::span<const float> g, const Params& params, float got) {
   if (params.clip == ClipMode::none || g.empty() || !std::isfinite(got) || got < 0.0f) return {};
   const ClipWindow b = clip_bound_window(g, params);

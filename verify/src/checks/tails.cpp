@@ -72,7 +72,7 @@ void run_tails(Ctx& c) {
           wrong_scalar(strf("clip %s, %zu elements, maximum |g| = 1.25 at the %s element: scalar %.9g, the spec's %.9g%s",
                             to_string(m), d, where[place], static_cast<double>(got), static_cast<double>(w.spec),
                             m == ClipMode::none ? "" : " (the clip bound's window allows a float32 sigma)"),
-                       sigma_rule_hint(g, params, got));
+                       scalar_hint(g, params, got, w.spec));
           continue;
         }
         count_wrong_signs(dr, g, strf("clip %s, %zu elements", to_string(m), d), bad, msg);
@@ -106,7 +106,7 @@ void run_tails(Ctx& c) {
       const ClipWindow w = clip_scalar_window(g, params);
       const float got = dr.scalars[0];
       if (!w.contains(got)) {
-        const std::string hint = sigma_rule_hint(g, params, got);
+        const std::string hint = scalar_hint(g, params, got, w.spec);
         wrong_scalar(strf("clip %s, c = %g, %zu elements of mean %g: scalar %.9g, the spec's c sigma %.9g (window %.9g .. "
                           "%.9g)%s",
                           to_string(m), cb.c, cb.d, cb.mean, static_cast<double>(got), static_cast<double>(w.spec),
@@ -145,7 +145,7 @@ void run_tails(Ctx& c) {
       const ClipWindow w = clip_scalar_window(g, params);
       const float got = dr.scalars[0];
       if (!w.contains(got)) {
-        const std::string hint = sigma_rule_hint(g, params, got);
+        const std::string hint = scalar_hint(g, params, got, w.spec);
         wrong_scalar(strf("clip %s, %zu elements (gaussian, the second half 3 times the first): scalar %.9g, the spec's "
                           "%.9g (window %.9g .. %.9g)%s",
                           to_string(m), large_d, static_cast<double>(got), static_cast<double>(w.spec),

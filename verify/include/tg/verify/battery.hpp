@@ -177,6 +177,12 @@ ClipWindow clip_scalar_window(std::span<const float> g, const Params& params);
 /// the window; for a scalar equal to max|g| where the spec's is below it, the question "clipping none?" and the
 /// rules above whose bound reaches max|g|, with a float32 sum of squares that overflows. Empty otherwise.
 std::string sigma_rule_hint(std::span<const float> g, const Params& params, float got);
+/// "; the scalar is the spec's rounded to 11 significant bits, as float16 holds it: ..." (or 8, bfloat16) where got is
+/// spec rounded to that many bits (to nearest, down or up) and not spec itself: a scalar stored in half precision.
+/// Empty otherwise.
+std::string precision_hint(float got, float spec);
+/// precision_hint where it says something (the more specific reading), sigma_rule_hint otherwise.
+std::string scalar_hint(std::span<const float> g, const Params& params, float got, float spec);
 /// The sure keeps' allowance: an element the spec keeps with probability 1 (|x| at or above the scalar)
 /// may be left out by a correct float32 codec with probability up to this per draw. Its p is one or two
 /// float32 roundings away from 1 (|x| * (1/s) is 1 - 2^-24 for about 15% of scalars) and its uniform has
