@@ -110,6 +110,20 @@ const char* kDrawDoc =
     "scalar None (each row's own scalar) or the shared scalar to use. Return either the decoded values "
     "(float32, shape (steps, g.size)) or (trits int8 (steps, g.size), scalars float32 (steps,)).";
 
+// The draw() call that answered: its keyword arguments, to call it again by hand.
+std::string request_note(const tv::DrawRequest& r) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "request: seed=%llu, worker=%u, tensor=%u, step=%u, steps=%u, clip='%s', c=%.9g",
+                static_cast<unsigned long long>(r.key.seed), r.key.worker, r.key.tensor, r.key.step, r.steps,
+                tg::to_string(r.params.clip), r.params.c);
+  std::string s = buf;
+  if (r.scalar) {
+    std::snprintf(buf, sizeof buf, ", scalar=%.9g", static_cast<double>(*r.scalar));
+    s += buf;
+  }
+  return s;
+}
+
 class PySampler : public tv::Sampler {
  public:
   PySampler(nb::callable fn, std::string name) : fn_(std::move(fn)), name_(std::move(name)) {}
@@ -136,12 +150,17 @@ class PySampler : public tv::Sampler {
       dr.scalars.assign(s.span.begin(), s.span.end());
       for (std::uint32_t j = 0; j < r.steps; ++j)
         if (!std::isfinite(dr.scalars[j]))
-          bad_input("draw() scalar of row " + std::to_string(j) + " is not finite");
+          bad_input("draw() scalar of row " + std::to_string(j) + " is not finite (" + std::to_string(dr.scalars[j]) +
+                    ") (" + tv::gradient_range_note(r.g) + "); " + request_note(r));
       return dr;
     }
     View<float> v = view_of<float>(out, "draw() output");
     check_rows(v.array, r.steps, d, "draw() output");
-    return tv::draws_from_values(v.span, d, r.steps, r.scalar, "draw() output");
+    try {
+      return tv::draws_from_values(v.span, d, r.steps, r.scalar, "draw() output");
+    } catch (const tg::Error& e) {  // a non-finite value: the gradient's range shows an overflow or underflow
+      throw tg::Error(e.code(), std::string(e.what()) + " (" + tv::gradient_range_note(r.g) + "); " + request_note(r));
+    }
   }
 
  private:

@@ -11,6 +11,7 @@ import importlib.util
 import json
 import math
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -338,6 +339,29 @@ def test_run_reports_what_a_broken_function_returns():
         tv.run("reference", skip=["speed"])
     with pytest.raises(tv.Unavailable, match="cuda"):
         tv.run("cuda")
+
+
+def test_a_non_finite_output_names_the_gradient_and_the_request():
+    """A scalar that overflows (float16 holds at most 65504) shows in the gradient's range; the request's keyword
+    arguments call the function again by hand."""
+    def half_scalar(g, *, steps, **_):
+        with np.errstate(over="ignore"):
+            s = np.float32(np.float16(np.max(np.abs(g))))
+        return np.where(np.arange(steps)[:, None] >= 0, np.sign(g)[None, :] * s, 0).astype(np.float32)
+
+    def half_scalars(g, *, steps, **_):
+        with np.errstate(over="ignore"):
+            s = np.float32(np.float16(np.max(np.abs(g))))
+        return np.tile(np.sign(g).astype(np.int8), (steps, 1)), np.full(steps, s, np.float32)
+
+    for fn, what in ((half_scalar, r"draw\(\) output row 0 element \d+ is not finite \([+-]inf\)"),
+                     (half_scalars, r"draw\(\) scalar of row 0 is not finite \(inf\)")):
+        with pytest.raises(tg.CodecError) as e:
+            tv.run(fn, profile="quick")
+        msg = str(e.value)
+        assert re.search(what, msg), msg
+        assert re.search(r"\(the request's gradient: \d+ elements, nonzero \|g\| from \S+ to \S+e\+\d+\); "
+                         r"request: seed=\d+, worker=\d+, tensor=\d+, step=\d+, steps=\d+, clip='\w+', c=", msg), msg
 
 
 def test_a_signal_during_an_exec_run_stops_the_program_and_cleans_up(tmp_path, monkeypatch):

@@ -152,18 +152,8 @@ Draws read_output(const DrawRequest& r, const fs::path& out, const std::string& 
   try {
     return draws_from_values(a.data, r.g.size(), r.steps, r.scalar, "external codec output");
   } catch (const Error& e) {
-    // A non-finite output: name the request and the gradient's range, which shows an overflow (|g| near
-    // 1e30 squared, or a scalar in float16) or an underflow (|g| near 1e-30, a division by a scalar of 0).
-    float lo = std::numeric_limits<float>::infinity(), hi = 0.0f;
-    for (float x : r.g)
-      if (x != 0.0f) lo = std::min(lo, std::fabs(x)), hi = std::max(hi, std::fabs(x));
-    char range[96];
-    if (hi > 0.0f)
-      std::snprintf(range, sizeof range, "nonzero |g| from %.3g to %.3g", static_cast<double>(lo), static_cast<double>(hi));
-    else
-      std::snprintf(range, sizeof range, "every g = 0");
-    throw Error(e.code(), std::string(e.what()) + " (the request's gradient: " + std::to_string(r.g.size()) +
-                              " elements, " + range + "); " + context);
+    // A non-finite output: name the request and the gradient's range (an overflow or an underflow shows there)
+    throw Error(e.code(), std::string(e.what()) + " (" + gradient_range_note(r.g) + "); " + context);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <cstring>
 
 #ifdef TG_HAVE_CUDA
@@ -591,6 +592,18 @@ class F32PVariant : public PerElementCodec {
 };
 
 }  // namespace
+
+std::string gradient_range_note(std::span<const float> g) {
+  float lo = std::numeric_limits<float>::infinity(), hi = 0.0f;
+  for (float x : g)
+    if (x != 0.0f) lo = std::min(lo, std::fabs(x)), hi = std::max(hi, std::fabs(x));
+  char range[96];
+  if (hi > 0.0f)
+    std::snprintf(range, sizeof range, "nonzero |g| from %.3g to %.3g", static_cast<double>(lo), static_cast<double>(hi));
+  else
+    std::snprintf(range, sizeof range, "every g = 0");
+  return "the request's gradient: " + std::to_string(g.size()) + " elements, " + range;
+}
 
 Draws draws_from_values(std::span<const float> values, std::size_t d, std::uint32_t steps,
                         std::optional<float> requested, const std::string& what) {

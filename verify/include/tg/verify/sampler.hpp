@@ -58,6 +58,11 @@ class Sampler {
 Draws draws_from_values(std::span<const float> values, std::size_t d, std::uint32_t steps,
                         std::optional<float> requested, const std::string& what);
 
+/// "the request's gradient: 8192 elements, nonzero |g| from 2.7e+26 to 4.17e+30" ("..., every g = 0"): appended to
+/// an error about a codec's non-finite output, the range shows an overflow (|g| near 1e30 squared, a scalar in
+/// float16) or an underflow (|g| near 1e-30, a division by a scalar of 0).
+std::string gradient_range_note(std::span<const float> g);
+
 /// A sampler over any tg::Codec.
 std::unique_ptr<Sampler> make_codec_sampler(std::shared_ptr<const Codec> codec, std::string name);
 
