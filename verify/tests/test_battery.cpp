@@ -1906,6 +1906,10 @@ TEST(ScalarHint, NamesAHalfPrecisionScalarOnly) {
   EXPECT_NE(precision_hint(f16_near, spec).find("rounded to 11 significant bits, as float16 holds it"), std::string::npos);
   EXPECT_NE(precision_hint(bf16_down, spec).find("rounded to 8 significant bits, as bfloat16 holds it"), std::string::npos);
   EXPECT_NE(precision_hint(f16_up, spec).find("significant bits"), std::string::npos);  // 4.25 has 4: also 8 bits up
+  const float small = 1.0e-6f;  // float16 holds it as a subnormal number, 17 x 2^-24 (3 significant bits)
+  EXPECT_NE(precision_hint(17.0f * 0x1p-24f, small).find("a multiple of 2^-24, float16's step below 6.1e-5"),
+            std::string::npos);
+  EXPECT_EQ(precision_hint(17.0f * 0x1p-24f, 1.0e-3f), "");  // far from the spec: no rounding of it
   EXPECT_EQ(precision_hint(spec, spec), "");
   EXPECT_EQ(precision_hint(std::nextafter(spec, 5.0f), spec), "");
   EXPECT_EQ(precision_hint(3.0f, 3.0f), "");

@@ -118,6 +118,13 @@ std::string precision_hint(float scalar, float spec) {
         return strf("; the scalar is the spec's rounded to %d significant bits, as %s holds it: a scalar stored in %s?",
                     bits, bits == 11 ? "float16" : "bfloat16", bits == 11 ? "float16" : "bfloat16");
   }
+  if (spec < 0x1p-14f) {  // below float16's smallest normal number its values are multiples of 2^-24
+    const double q = static_cast<double>(spec) * 0x1p24;
+    for (double r : {std::floor(q), std::ceil(q), std::nearbyint(q)})
+      if (static_cast<double>(scalar) == r * 0x1p-24)
+        return "; the scalar is the spec's rounded to a multiple of 2^-24, float16's step below 6.1e-5: a scalar "
+               "stored in float16?";
+  }
   return {};
 }
 

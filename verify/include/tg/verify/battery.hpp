@@ -178,8 +178,8 @@ ClipWindow clip_scalar_window(std::span<const float> g, const Params& params);
 /// rules above whose bound reaches max|g|, with a float32 sum of squares that overflows. Empty otherwise.
 std::string sigma_rule_hint(std::span<const float> g, const Params& params, float got);
 /// "; the scalar is the spec's rounded to 11 significant bits, as float16 holds it: ..." (or 8, bfloat16) where got is
-/// spec rounded to that many bits (to nearest, down or up) and not spec itself: a scalar stored in half precision.
-/// Empty otherwise.
+/// spec rounded to that many bits (to nearest, down or up) and not spec itself, or below 2^-14 a multiple of 2^-24
+/// (float16's subnormal step) so rounded: a scalar stored in half precision. Empty otherwise.
 std::string precision_hint(float got, float spec);
 /// precision_hint where it says something (the more specific reading), sigma_rule_hint otherwise.
 std::string scalar_hint(std::span<const float> g, const Params& params, float got, float spec);
