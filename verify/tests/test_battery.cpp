@@ -1855,27 +1855,22 @@ TEST(Battery, AMaximumOverPartOfTheTensorIsNamedAsSuch) {
   EXPECT_TRUE(row_with_id(r, "structure/fresh gradients").pass) << format_table(r);
 }
 
-// A codec that stores its scalar in half precision (the reference's trits, each scalar rounded to 11 significant
-// bits as float16 holds it, or cut to 8 as bfloat16 does): the structure row fails and says so; the reference's
-// structure row names no precision.
-class HalfScalarSampler : public Sampler {
+// Codecs that report another scalar with the reference's trits: the structure row fails and names what the scalar
+// is. One that stores its scalar in half precision (rounded to 11 significant bits as float16 holds it, or cut to
+// 8 as bfloat16 does); one that takes max g or -min g for max|g|. The reference's structure row names neither.
+class ScalarRewriteSampler : public Sampler {
  public:
-  explicit HalfScalarSampler(int bits) : bits_(bits) {}
-  std::string name() const override { return "half-scalar"; }
+  explicit ScalarRewriteSampler(std::function<float(float, std::span<const float>)> rewrite) : rewrite_(std::move(rewrite)) {}
+  std::string name() const override { return "scalar-rewrite"; }
   Draws draw(const DrawRequest& r) override {
     Draws d = ref_->draw(r);
-    for (float& s : d.scalars) {
-      if (!(s > 0.0f)) continue;
-      int e = 0;
-      std::frexp(s, &e);
-      const float unit = std::ldexp(1.0f, e - bits_);
-      s = (bits_ == 11 ? std::nearbyint(s / unit) : std::floor(s / unit)) * unit;
-    }
+    for (float& s : d.scalars)
+      if (s > 0.0f) s = rewrite_(s, r.g);
     return d;
   }
 
  private:
-  int bits_;
+  std::function<float(float, std::span<const float>)> rewrite_;
   std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
 };
 
@@ -1883,7 +1878,12 @@ TEST(Battery, AScalarStoredInHalfPrecisionIsNamed) {
   Options o = small_options(1024, 4, 4, all_checks_but({"structure"}));
   o.supports = {"none", "spec-stream"};
   for (int bits : {11, 8}) {
-    HalfScalarSampler half(bits);
+    ScalarRewriteSampler half([bits](float s, std::span<const float>) {
+      int e = 0;
+      std::frexp(s, &e);
+      const float unit = std::ldexp(1.0f, e - bits);
+      return (bits == 11 ? std::nearbyint(s / unit) : std::floor(s / unit)) * unit;
+    });
     const Result r = run_battery(half, o);
     EXPECT_TRUE(failed(r, "structure")) << format_table(r);
     EXPECT_TRUE(any_detail(r, bits == 11 ? "rounded to 11 significant bits, as float16 holds it"
@@ -1895,6 +1895,20 @@ TEST(Battery, AScalarStoredInHalfPrecisionIsNamed) {
   const Result ok = run_battery(*ref, o);
   EXPECT_TRUE(ok.pass()) << format_table(ok);
   EXPECT_FALSE(any_detail(ok, "significant bits")) << format_table(ok);
+  EXPECT_FALSE(any_detail(ok, "was meant?")) << format_table(ok);
+}
+
+TEST(Battery, AMaximumWithoutTheAbsoluteValueIsNamed) {
+  Options o = small_options(1024, 4, 4, all_checks_but({"structure"}));
+  o.supports = {"none", "spec-stream"};
+  ScalarRewriteSampler max_g([](float s, std::span<const float> g) {
+    const float top = *std::max_element(g.begin(), g.end());
+    return top > 0.0f ? top : s;
+  });
+  const Result r = run_battery(max_g, o);
+  EXPECT_TRUE(failed(r, "structure")) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "the scalar is max g, the largest positive element, and max|g| lies at a negative one"))
+      << format_table(r);
 }
 
 // precision_hint names a scalar that is the spec's rounded to 11 or 8 significant bits (nearest, down or up), and
@@ -1917,6 +1931,12 @@ TEST(ScalarHint, NamesAHalfPrecisionScalarOnly) {
   EXPECT_EQ(precision_hint(std::numeric_limits<float>::infinity(), spec), "");
   const std::vector<float> g = {1.0f, -2.0f, 0.5f};
   Params none;
+  EXPECT_NE(sign_max_hint(g, 1.0f).find("the scalar is max g, the largest positive element"), std::string::npos);
+  EXPECT_EQ(sign_max_hint(g, 2.0f), "");  // max|g| itself
+  EXPECT_EQ(sign_max_hint(g, 0.5f), "");
+  const std::vector<float> h = {3.0f, -2.0f};
+  EXPECT_NE(sign_max_hint(h, 2.0f).find("the scalar is -min g"), std::string::npos);
+  EXPECT_EQ(scalar_hint(h, none, 2.0f, 3.0f), sign_max_hint(h, 2.0f));
   EXPECT_EQ(scalar_hint(g, none, f16_near, spec), precision_hint(f16_near, spec));
   EXPECT_EQ(scalar_hint(g, none, 2.5f, 2.0f), sigma_rule_hint(g, none, 2.5f));
 }

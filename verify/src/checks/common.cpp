@@ -128,8 +128,25 @@ std::string precision_hint(float scalar, float spec) {
   return {};
 }
 
+std::string sign_max_hint(std::span<const float> g, float scalar) {
+  if (!(scalar > 0.0f)) return {};
+  float pos = 0.0f, neg = 0.0f;
+  for (float x : g) {
+    if (x > 0.0f) pos = std::max(pos, x);
+    if (x < 0.0f) neg = std::max(neg, -x);
+  }
+  if (scalar == pos && neg > pos)
+    return "; the scalar is max g, the largest positive element, and max|g| lies at a negative one: max(g) where "
+           "max(|g|) was meant?";
+  if (scalar == neg && pos > neg)
+    return "; the scalar is -min g, the magnitude of the most negative element, and max|g| lies at a positive one: "
+           "-min(g) where max(|g|) was meant?";
+  return {};
+}
+
 std::string scalar_hint(std::span<const float> g, const Params& params, float got, float spec) {
   std::string h = precision_hint(got, spec);
+  if (h.empty()) h = sign_max_hint(g, got);
   return h.empty() ? sigma_rule_hint(g, params, got) : h;
 }
 

@@ -181,7 +181,10 @@ std::string sigma_rule_hint(std::span<const float> g, const Params& params, floa
 /// spec rounded to that many bits (to nearest, down or up) and not spec itself, or below 2^-14 a multiple of 2^-24
 /// (float16's subnormal step) so rounded: a scalar stored in half precision. Empty otherwise.
 std::string precision_hint(float got, float spec);
-/// precision_hint where it says something (the more specific reading), sigma_rule_hint otherwise.
+/// "; the scalar is max g, the largest positive element, and max|g| lies at a negative one: ..." (or -min g and a
+/// positive one): a maximum taken without the absolute value. Empty otherwise.
+std::string sign_max_hint(std::span<const float> g, float scalar);
+/// precision_hint, else sign_max_hint, where one says something (the more specific readings), else sigma_rule_hint.
 std::string scalar_hint(std::span<const float> g, const Params& params, float got, float spec);
 /// The sure keeps' allowance: an element the spec keeps with probability 1 (|x| at or above the scalar)
 /// may be left out by a correct float32 codec with probability up to this per draw. Its p is one or two
