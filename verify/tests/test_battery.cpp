@@ -1937,6 +1937,16 @@ TEST(ScalarHint, NamesAHalfPrecisionScalarOnly) {
   const std::vector<float> h = {3.0f, -2.0f};
   EXPECT_NE(sign_max_hint(h, 2.0f).find("the scalar is -min g"), std::string::npos);
   EXPECT_EQ(scalar_hint(h, none, 2.0f, 3.0f), sign_max_hint(h, 2.0f));
+  // norms: {3, -4}: ||g||_2 = 5, mean |g| = 3.5, root mean square sqrt(12.5), ||g||_1 = 7; max|g| = 4
+  const std::vector<float> k = {3.0f, -4.0f};
+  EXPECT_NE(norm_hint(k, 5.0f).find("the scalar is ||g||_2"), std::string::npos);
+  EXPECT_NE(norm_hint(k, std::nextafter(5.0f, 6.0f)).find("||g||_2"), std::string::npos);  // another order's ulp
+  EXPECT_NE(norm_hint(k, 3.5f).find("mean |g|"), std::string::npos);
+  EXPECT_NE(norm_hint(k, std::sqrt(12.5f)).find("root mean square"), std::string::npos);
+  EXPECT_NE(norm_hint(k, 7.0f).find("||g||_1"), std::string::npos);
+  EXPECT_EQ(norm_hint(k, 4.0f), "");
+  EXPECT_EQ(norm_hint(k, 5.01f), "");
+  EXPECT_EQ(norm_hint(std::vector<float>{2.0f}, 2.0f), "");  // every norm is max|g|: nothing to name
   EXPECT_EQ(scalar_hint(g, none, f16_near, spec), precision_hint(f16_near, spec));
   EXPECT_EQ(scalar_hint(g, none, 2.5f, 2.0f), sigma_rule_hint(g, none, 2.5f));
 }

@@ -144,9 +144,30 @@ std::string sign_max_hint(std::span<const float> g, float scalar) {
   return {};
 }
 
+std::string norm_hint(std::span<const float> g, float scalar) {
+  if (!(scalar > 0.0f) || !std::isfinite(scalar) || g.empty()) return {};
+  double l1 = 0.0, l2 = 0.0, top = 0.0;
+  for (float x : g) {
+    const double a = std::fabs(static_cast<double>(x));
+    l1 += a, l2 += a * a, top = std::max(top, a);
+  }
+  const double n = static_cast<double>(g.size());
+  // another summation order in float32 moves a norm by far less than 1e-5 at the battery's sizes
+  const auto is = [&](double v) { return v > 0.0 && std::fabs(static_cast<double>(scalar) - v) <= 1e-5 * v &&
+                                         std::fabs(top - v) > 1e-5 * v; };
+  if (is(std::sqrt(l2)))
+    return "; the scalar is ||g||_2, the L2 norm (QSGD's scale): ||g||_2 where TernGrad's max|g| was meant?";
+  if (is(l1 / n)) return "; the scalar is mean |g| = ||g||_1 / d (a scaled sign's scale) where TernGrad's max|g| was meant?";
+  if (is(std::sqrt(l2 / n)))
+    return "; the scalar is the root mean square of g, sqrt(||g||_2^2 / d), where TernGrad's max|g| was meant?";
+  if (is(l1)) return "; the scalar is ||g||_1, the L1 norm, where TernGrad's max|g| was meant?";
+  return {};
+}
+
 std::string scalar_hint(std::span<const float> g, const Params& params, float got, float spec) {
   std::string h = precision_hint(got, spec);
   if (h.empty()) h = sign_max_hint(g, got);
+  if (h.empty()) h = norm_hint(g, got);
   return h.empty() ? sigma_rule_hint(g, params, got) : h;
 }
 

@@ -1064,6 +1064,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
     // the spec's scalar in half precision, or a maximum without the absolute value, is the more specific reading
     std::string hint = precision_hint(o.scalar, l.rule.scalar);
     if (hint.empty() && sp.own_scalar) hint = sign_max_hint(l.layer->g, o.scalar);
+    if (hint.empty() && sp.own_scalar) hint = norm_hint(l.layer->g, o.scalar);
     if (hint.empty()) hint = clipping_hint(l.layer->g, o.scalar, l.max_abs, job.params, sp.own_scalar);
     const std::string m = strf("%s: scalar %.9g, spec %.9g (%s; %s)%s", l.layer->name.c_str(), static_cast<double>(o.scalar),
                                static_cast<double>(l.rule.scalar), dist.c_str(),

@@ -184,7 +184,11 @@ std::string precision_hint(float got, float spec);
 /// "; the scalar is max g, the largest positive element, and max|g| lies at a negative one: ..." (or -min g and a
 /// positive one): a maximum taken without the absolute value. Empty otherwise.
 std::string sign_max_hint(std::span<const float> g, float scalar);
-/// precision_hint, else sign_max_hint, where one says something (the more specific readings), else sigma_rule_hint.
+/// "; the scalar is ||g||_2, the L2 norm (QSGD's scale): ..." (or mean |g|, the root mean square, ||g||_1), within
+/// a relative 1e-5 (another summation order), where that norm is not max|g| itself. Empty otherwise.
+std::string norm_hint(std::span<const float> g, float scalar);
+/// precision_hint, sign_max_hint or norm_hint where one says something (the more specific readings), else
+/// sigma_rule_hint.
 std::string scalar_hint(std::span<const float> g, const Params& params, float got, float spec);
 /// The sure keeps' allowance: an element the spec keeps with probability 1 (|x| at or above the scalar)
 /// may be left out by a correct float32 codec with probability up to this per draw. Its p is one or two
