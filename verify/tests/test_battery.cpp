@@ -2028,6 +2028,16 @@ TEST(ClipWindow, SigmaRuleHintNamesTheRuleOfTheScalar) {
     EXPECT_EQ(h.find("smallest normal"), std::string::npos) << h;
   }
   EXPECT_EQ(sigma_rule_hint(tiny, clip, clip_scalar_window(tiny, clip).spec), "");
+  {  // the bound above max|g| (a flat gradient: 2.5 sigma > max|g|) given as the scalar: the minimum left out
+    std::vector<float> flat(1000);
+    for (std::size_t k = 0; k < flat.size(); ++k) flat[k] = static_cast<float>(std::sin(0.37 * static_cast<double>(k)));
+    const ClipWindow fb = clip_bound_window(flat, clip);
+    ASSERT_GT(fb.spec, 1.0f);
+    EXPECT_NE(sigma_rule_hint(flat, clip, fb.spec).find("the minimum left out?"), std::string::npos)
+        << sigma_rule_hint(flat, clip, fb.spec);
+    EXPECT_EQ(sigma_rule_hint(flat, clip, std::nextafter(fb.hi, 10.0f)).find("the minimum left out?"), std::string::npos);
+    EXPECT_EQ(sigma_rule_hint(flat, clip, clip_scalar_window(flat, clip).spec), "");  // max|g|, the spec's
+  }
   EXPECT_EQ(sigma_rule_hint(g, Params{}, static_cast<float>(2.5 * std::sqrt(sq / 1000.0))), "") << "no clipping, no rule";
 }
 

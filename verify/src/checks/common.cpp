@@ -249,6 +249,10 @@ std::string sigma_rule_hint(std::span<const float> g, const Params& params, floa
     if (!at_max.empty()) h += " Or is the clip bound, above max|g| here, " + join(at_max) + "?";
     return h;
   }
+  if (got > M && got >= b.lo && got <= b.hi)  // the clip bound itself where it lies above max|g|
+    return strf("; the scalar is c sigma, above max|g| = %.9g: the spec's scalar is min(max|g|, c sigma): the minimum "
+                "left out?",
+                static_cast<double>(M));
   return {};
 }
 

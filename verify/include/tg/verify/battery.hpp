@@ -175,7 +175,8 @@ ClipWindow clip_scalar_window(std::span<const float> g, const Params& params);
 /// each within the spec's window scaled by that sigma over the spec's (one ulp more each side), below max|g|;
 /// squares of g - mean below float32's smallest normal (a float32 sum of squares underflows) for a scalar below
 /// the window; for a scalar equal to max|g| where the spec's is below it, the question "clipping none?" and the
-/// rules above whose bound reaches max|g|, with a float32 sum of squares that overflows. Empty otherwise.
+/// rules above whose bound reaches max|g|, with a float32 sum of squares that overflows; for a scalar in the spec's
+/// bound's window above max|g|, "the minimum left out?" (the spec's scalar is min(max|g|, c sigma)). Empty otherwise.
 std::string sigma_rule_hint(std::span<const float> g, const Params& params, float got);
 /// "; the scalar is the spec's rounded to 11 significant bits, as float16 holds it: ..." (or 8, bfloat16) where got is
 /// spec rounded to that many bits (to nearest, down or up) and not spec itself, or below 2^-14 a multiple of 2^-24
