@@ -1911,10 +1911,11 @@ TEST(Battery, AMaximumWithoutTheAbsoluteValueIsNamed) {
       << format_table(r);
 }
 
-// precision_hint names a scalar that is the spec's rounded to 11 or 8 significant bits (nearest, down or up), and
-// nothing for the spec's own scalar, one ulp off it, or a spec that already fits in 11 bits; scalar_hint falls
-// back to the clip-rule hint.
-TEST(ScalarHint, NamesAHalfPrecisionScalarOnly) {
+// precision_hint names a scalar that is the spec's rounded to 11 or 8 significant bits (nearest, down or up) or, below
+// float16's normal range, to a multiple of 2^-24, and nothing for the spec's own scalar, one ulp off it, or a spec
+// that already fits in 11 bits; sign_max_hint names max g and -min g, norm_hint the norms, each only where it is not
+// max|g|; scalar_hint takes the first that speaks and falls back to the clip-rule hint.
+TEST(ScalarHint, NamesWhatAWrongScalarIs) {
   const float spec = 4.24725866f;  // 0x1.0fd... : more than 11 significant bits
   const float f16_near = 4.24609375f, f16_up = 4.25f, bf16_down = 4.21875f;
   EXPECT_NE(precision_hint(f16_near, spec).find("rounded to 11 significant bits, as float16 holds it"), std::string::npos);
