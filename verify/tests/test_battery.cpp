@@ -1898,6 +1898,40 @@ TEST(Battery, AScalarStoredInHalfPrecisionIsNamed) {
   EXPECT_FALSE(any_detail(ok, "was meant?")) << format_table(ok);
 }
 
+// A codec that clips the values at c sigma but keeps max|g| as the scalar (the reference asked for the shared scalar
+// max|g| under clipping): the clipped structure row says that the element at max|g| was left out in some draws,
+// which no codec without clipping does, instead of asking "clipping none?".
+class ClippedValuesMaxScalarSampler : public Sampler {
+ public:
+  std::string name() const override { return "clipped-values-max-scalar"; }
+  Draws draw(const DrawRequest& r) override {
+    if (r.scalar || r.params.clip == ClipMode::none || r.g.empty()) return ref_->draw(r);
+    DrawRequest q = r;
+    float top = 0.0f;
+    for (float x : r.g) top = std::max(top, std::fabs(x));
+    q.scalar = top;
+    return ref_->draw(q);
+  }
+
+ private:
+  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+};
+
+TEST(Battery, ClippedValuesUnderTheScalarMaxAbsAreNamed) {
+  Options o;
+  o.profile = profile_named("quick");
+  o.skip = all_checks_but({"structure", "clipping"});
+  o.supports = {"none", "clip", "spec-stream"};
+  ClippedValuesMaxScalarSampler codec;
+  const Result r = run_battery(codec, o);
+  EXPECT_TRUE(failed(r, "clipping.structure")) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "at max|g|, was kept in ")) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "the values were clipped (at ")) << format_table(r);
+  for (const Row& row : r.rows)  // the tails row draws once per gradient: it cannot tell, and still asks
+    if (row.id.starts_with("clipping.structure"))
+      EXPECT_EQ(row.detail.find("were these draws made with clipping none?"), std::string::npos) << row.detail;
+}
+
 TEST(Battery, AMaximumWithoutTheAbsoluteValueIsNamed) {
   Options o = small_options(1024, 4, 4, all_checks_but({"structure"}));
   o.supports = {"none", "spec-stream"};

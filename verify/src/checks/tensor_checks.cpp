@@ -1065,6 +1065,18 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
     std::string hint = precision_hint(o.scalar, l.rule.scalar);
     if (hint.empty() && sp.own_scalar) hint = sign_max_hint(l.layer->g, o.scalar);
     if (hint.empty() && sp.own_scalar) hint = norm_hint(l.layer->g, o.scalar);
+    if (hint.empty() && sp.own_scalar && job.params.clip != ClipMode::none && o.scalar == l.max_abs &&
+        l.rule.scalar < l.max_abs) {
+      // the scalar max|g| as without clipping, yet an element at max|g| (p = 1 under that scalar and no clipping)
+      // was left out: its values were clipped while the scalar stayed max|g|
+      for (std::size_t k = 0; k < l.layer->g.size(); ++k)
+        if (std::fabs(l.layer->g[k]) == l.max_abs && count[l.off + k] < n) {
+          hint = strf("; the scalar is max|g|, yet element %zu, at max|g|, was kept in %u of %u draws: the values were "
+                      "clipped (at %.9g?) while the scalar stayed max|g|; the spec's scalar is the clip bound itself",
+                      k, count[l.off + k], n, static_cast<double>(l.rule.scalar));
+          break;
+        }
+    }
     if (hint.empty()) hint = clipping_hint(l.layer->g, o.scalar, l.max_abs, job.params, sp.own_scalar);
     const std::string m = strf("%s: scalar %.9g, spec %.9g (%s; %s)%s", l.layer->name.c_str(), static_cast<double>(o.scalar),
                                static_cast<double>(l.rule.scalar), dist.c_str(),
