@@ -1927,9 +1927,11 @@ TEST(Battery, ClippedValuesUnderTheScalarMaxAbsAreNamed) {
   EXPECT_TRUE(failed(r, "clipping.structure")) << format_table(r);
   EXPECT_TRUE(any_detail(r, "at max|g|, was kept in ")) << format_table(r);
   EXPECT_TRUE(any_detail(r, "the values were clipped (at ")) << format_table(r);
-  for (const Row& row : r.rows)  // the tails row draws once per gradient: it cannot tell, and still asks
-    if (row.id.starts_with("clipping.structure"))
+  for (const Row& row : r.rows) {  // the tails row draws once per gradient: it cannot tell, and still asks
+    if (row.id.starts_with("clipping.structure")) {
       EXPECT_EQ(row.detail.find("were these draws made with clipping none?"), std::string::npos) << row.detail;
+    }
+  }
 }
 
 TEST(Battery, AMaximumWithoutTheAbsoluteValueIsNamed) {

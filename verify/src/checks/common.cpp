@@ -164,10 +164,15 @@ std::string norm_hint(std::span<const float> g, float scalar) {
   return {};
 }
 
-std::string scalar_hint(std::span<const float> g, const Params& params, float got, float spec) {
+std::string specific_scalar_hint(std::span<const float> g, float got, float spec, bool own_scalar) {
   std::string h = precision_hint(got, spec);
-  if (h.empty()) h = sign_max_hint(g, got);
-  if (h.empty()) h = norm_hint(g, got);
+  if (h.empty() && own_scalar) h = sign_max_hint(g, got);
+  if (h.empty() && own_scalar) h = norm_hint(g, got);
+  return h;
+}
+
+std::string scalar_hint(std::span<const float> g, const Params& params, float got, float spec) {
+  std::string h = specific_scalar_hint(g, got, spec, true);
   return h.empty() ? sigma_rule_hint(g, params, got) : h;
 }
 

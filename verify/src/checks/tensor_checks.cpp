@@ -329,6 +329,20 @@ std::string clipping_hint(std::span<const float> g, float scalar, float max_abs,
   return {};
 }
 
+// A scalar at max|g| under clipping whose element at max|g| was left out in some of its n draws (kept[k]: element
+// k's keeps): with that scalar and no clipping its p is 1, so the values were clipped while the scalar stayed
+// max|g|. Empty otherwise (the spec's scalar at max|g| too, or every such element always kept).
+std::string clipped_values_hint(std::span<const float> g, float scalar, float max_abs, float spec,
+                                const std::uint32_t* kept, std::uint32_t n) {
+  if (scalar != max_abs || !(spec < max_abs)) return {};
+  for (std::size_t k = 0; k < g.size(); ++k)
+    if (std::fabs(g[k]) == max_abs && kept[k] < n)
+      return strf("; the scalar is max|g|, yet element %zu, at max|g|, was kept in %u of %u draws: the values were "
+                  "clipped (at %.9g?) while the scalar stayed max|g|; the spec's scalar is the clip bound itself",
+                  k, kept[k], n, static_cast<double>(spec));
+  return {};
+}
+
 // What the implementation reports, set from its first draw of each layer.
 struct Observed {
   float scalar = 0.0f;
@@ -1061,22 +1075,10 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
       continue;
     }
     std::string dist = std::isfinite(o.scalar) ? strf("%llu float32 ulps away", static_cast<unsigned long long>(o.ulps)) : "not finite";
-    // the spec's scalar in half precision, or a maximum without the absolute value, is the more specific reading
-    std::string hint = precision_hint(o.scalar, l.rule.scalar);
-    if (hint.empty() && sp.own_scalar) hint = sign_max_hint(l.layer->g, o.scalar);
-    if (hint.empty() && sp.own_scalar) hint = norm_hint(l.layer->g, o.scalar);
-    if (hint.empty() && sp.own_scalar && job.params.clip != ClipMode::none && o.scalar == l.max_abs &&
-        l.rule.scalar < l.max_abs) {
-      // the scalar max|g| as without clipping, yet an element at max|g| (p = 1 under that scalar and no clipping)
-      // was left out: its values were clipped while the scalar stayed max|g|
-      for (std::size_t k = 0; k < l.layer->g.size(); ++k)
-        if (std::fabs(l.layer->g[k]) == l.max_abs && count[l.off + k] < n) {
-          hint = strf("; the scalar is max|g|, yet element %zu, at max|g|, was kept in %u of %u draws: the values were "
-                      "clipped (at %.9g?) while the scalar stayed max|g|; the spec's scalar is the clip bound itself",
-                      k, count[l.off + k], n, static_cast<double>(l.rule.scalar));
-          break;
-        }
-    }
+    // the specific readings (half precision, no absolute value, another norm) before the clipping ones
+    std::string hint = specific_scalar_hint(l.layer->g, o.scalar, l.rule.scalar, sp.own_scalar);
+    if (hint.empty() && sp.own_scalar && job.params.clip != ClipMode::none)
+      hint = clipped_values_hint(l.layer->g, o.scalar, l.max_abs, l.rule.scalar, count.data() + l.off, n);
     if (hint.empty()) hint = clipping_hint(l.layer->g, o.scalar, l.max_abs, job.params, sp.own_scalar);
     const std::string m = strf("%s: scalar %.9g, spec %.9g (%s; %s)%s", l.layer->name.c_str(), static_cast<double>(o.scalar),
                                static_cast<double>(l.rule.scalar), dist.c_str(),

@@ -188,8 +188,10 @@ std::string sign_max_hint(std::span<const float> g, float scalar);
 /// "; the scalar is ||g||_2, the L2 norm (QSGD's scale): ..." (or mean |g|, the root mean square, ||g||_1), within
 /// a relative 1e-5 (another summation order), where that norm is not max|g| itself. Empty otherwise.
 std::string norm_hint(std::span<const float> g, float scalar);
-/// precision_hint, sign_max_hint or norm_hint where one says something (the more specific readings), else
-/// sigma_rule_hint.
+/// The first of precision_hint, sign_max_hint and norm_hint that says something (the last two only for a tensor's
+/// own scalar: a shared scalar is given, not computed from g). Empty otherwise.
+std::string specific_scalar_hint(std::span<const float> g, float got, float spec, bool own_scalar);
+/// specific_scalar_hint where it says something (the more specific readings), else sigma_rule_hint.
 std::string scalar_hint(std::span<const float> g, const Params& params, float got, float spec);
 /// The sure keeps' allowance: an element the spec keeps with probability 1 (|x| at or above the scalar)
 /// may be left out by a correct float32 codec with probability up to this per draw. Its p is one or two
