@@ -1927,11 +1927,17 @@ TEST(Battery, ClippedValuesUnderTheScalarMaxAbsAreNamed) {
   EXPECT_TRUE(failed(r, "clipping.structure")) << format_table(r);
   EXPECT_TRUE(any_detail(r, "at max|g|, was kept in ")) << format_table(r);
   EXPECT_TRUE(any_detail(r, "the values were clipped (at ")) << format_table(r);
-  for (const Row& row : r.rows) {  // the tails row draws once per gradient: it cannot tell, and still asks
+  for (const Row& row : r.rows) {
     if (row.id.starts_with("clipping.structure")) {
       EXPECT_EQ(row.detail.find("were these draws made with clipping none?"), std::string::npos) << row.detail;
     }
   }
+  // The tails row draws once per gradient: a draw that left out the element at max|g| names the clipped values
+  // (here the first: 1 element, sigma 0, every value clipped to 0 under the scalar 1.25).
+  const Row tails = row_with_id(r, "structure/tails");
+  EXPECT_FALSE(tails.pass);
+  EXPECT_EQ(tails.detail.find("were these draws made with clipping none?"), std::string::npos) << tails.detail;
+  EXPECT_NE(tails.detail.find("the values were clipped (at "), std::string::npos) << tails.detail;
 }
 
 TEST(Battery, AMaximumWithoutTheAbsoluteValueIsNamed) {

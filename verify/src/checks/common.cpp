@@ -176,6 +176,17 @@ std::string scalar_hint(std::span<const float> g, const Params& params, float go
   return h.empty() ? sigma_rule_hint(g, params, got) : h;
 }
 
+std::string clipped_values_hint(std::span<const float> g, float scalar, float max_abs, float spec,
+                                const std::uint32_t* kept, std::uint32_t n) {
+  if (scalar != max_abs || !(spec < max_abs)) return {};
+  for (std::size_t k = 0; k < g.size(); ++k)
+    if (std::fabs(g[k]) == max_abs && kept[k] < n)
+      return strf("; the scalar is max|g|, yet element %zu, at max|g|, was kept in %u of %u draws: the values were "
+                  "clipped (at %.9g?) while the scalar stayed max|g|; the spec's scalar is the clip bound itself",
+                  k, kept[k], n, static_cast<double>(spec));
+  return {};
+}
+
 std::string sigma_rule_hint(std::span<const float> g, const Params& params, float got) {
   if (params.clip == ClipMode::none || g.empty() || !std::isfinite(got) || got < 0.0f) return {};
   const ClipWindow b = clip_bound_window(g, params);

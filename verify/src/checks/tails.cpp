@@ -35,6 +35,27 @@ const std::vector<ClipBoundCase>& clip_bound_cases() {
       {1023, 1.5, 0.0}, {4097, 4.0, 0.0}, {1023, 2.5, 1000.0}, {4097, 2.5, -1000.0}, {65599, 1.5, 1000.0}};
   return cases;
 }
+// What a wrong scalar of one draw is read as, and whether the reading names it (a rule of sigma, a specific scalar,
+// or values clipped under the scalar max|g|, which one draw shows where it left out an element at max|g|) rather
+// than asking.
+struct ScalarReading {
+  std::string text;
+  bool named = false;
+};
+ScalarReading read_scalar(std::span<const float> g, const Params& params, float got, float spec, const Draws& dr) {
+  std::string h = specific_scalar_hint(g, got, spec, true);
+  if (!h.empty()) return {h, true};
+  if (params.clip != ClipMode::none && dr.d == g.size() && !dr.trits.empty()) {
+    float max_abs = 0.0f;
+    for (float x : g) max_abs = std::max(max_abs, std::fabs(x));
+    std::vector<std::uint32_t> kept(g.size());
+    for (std::size_t k = 0; k < g.size(); ++k) kept[k] = dr.trits[k] != 0 ? 1u : 0u;
+    h = clipped_values_hint(g, got, max_abs, spec, kept.data(), 1);
+    if (!h.empty()) return {h, true};
+  }
+  h = sigma_rule_hint(g, params, got);
+  return {h, h.starts_with("; it is ")};
+}
 }  // namespace
 
 void run_tails(Ctx& c) {
@@ -43,11 +64,14 @@ void run_tails(Ctx& c) {
   const char* where[3] = {"last", "first", "last, negative"};
   std::string msg, diagnosed;  // the first violation; the first with a diagnosis, where the first has none
   std::uint64_t bad = 0, draws = 0, elements = 0;
-  auto wrong_scalar = [&](const std::string& what, const std::string& hint) {
-    if (bad++ == 0)
-      msg = what + hint;
-    else if (hint.starts_with("; it is ") && diagnosed.empty() && msg.find("; it is ") == std::string::npos)
-      diagnosed = what + hint;
+  bool first_named = false;  // the first violation's reading names the scalar
+  auto wrong_scalar = [&](const std::string& what, const ScalarReading& hint) {
+    if (bad++ == 0) {
+      msg = what + hint.text;
+      first_named = hint.named;
+    } else if (hint.named && diagnosed.empty() && !first_named) {
+      diagnosed = what + hint.text;
+    }
   };
   for (std::size_t si = 0; si < tail_sizes().size(); ++si) {
     const std::size_t d = tail_sizes()[si];
@@ -72,7 +96,7 @@ void run_tails(Ctx& c) {
           wrong_scalar(strf("clip %s, %zu elements, maximum |g| = 1.25 at the %s element: scalar %.9g, the spec's %.9g%s",
                             to_string(m), d, where[place], static_cast<double>(got), static_cast<double>(w.spec),
                             m == ClipMode::none ? "" : " (the clip bound's window allows a float32 sigma)"),
-                       scalar_hint(g, params, got, w.spec));
+                       read_scalar(g, params, got, w.spec, dr));
           continue;
         }
         count_wrong_signs(dr, g, strf("clip %s, %zu elements", to_string(m), d), bad, msg);
@@ -106,12 +130,12 @@ void run_tails(Ctx& c) {
       const ClipWindow w = clip_scalar_window(g, params);
       const float got = dr.scalars[0];
       if (!w.contains(got)) {
-        const std::string hint = scalar_hint(g, params, got, w.spec);
+        const ScalarReading hint = read_scalar(g, params, got, w.spec, dr);
         wrong_scalar(strf("clip %s, c = %g, %zu elements of mean %g: scalar %.9g, the spec's c sigma %.9g (window %.9g .. "
                           "%.9g)%s",
                           to_string(m), cb.c, cb.d, cb.mean, static_cast<double>(got), static_cast<double>(w.spec),
                           static_cast<double>(w.lo), static_cast<double>(w.hi),
-                          hint.starts_with("; it is ") ? ""
+                          hint.named ? ""
                           : cb.mean != 0.0
                               ? ": a float32 sigma that loses the mean's digits (one pass, E[g^2] - E[g]^2)?"
                               : (std::fabs(static_cast<double>(got) / static_cast<double>(w.spec) * cb.c - 2.5) < 1e-3
@@ -145,12 +169,12 @@ void run_tails(Ctx& c) {
       const ClipWindow w = clip_scalar_window(g, params);
       const float got = dr.scalars[0];
       if (!w.contains(got)) {
-        const std::string hint = scalar_hint(g, params, got, w.spec);
+        const ScalarReading hint = read_scalar(g, params, got, w.spec, dr);
         wrong_scalar(strf("clip %s, %zu elements (gaussian, the second half 3 times the first): scalar %.9g, the spec's "
                           "%.9g (window %.9g .. %.9g)%s",
                           to_string(m), large_d, static_cast<double>(got), static_cast<double>(w.spec),
                           static_cast<double>(w.lo), static_cast<double>(w.hi),
-                          hint.starts_with("; it is ") ? ""
+                          hint.named ? ""
                                                         : ": a sigma or maximum over part of the tensor, or a float32 sigma whose "
                                                           "running sums lost digits (the window allows pairwise, blocked and "
                                                           "Welford sums)?"),

@@ -329,20 +329,6 @@ std::string clipping_hint(std::span<const float> g, float scalar, float max_abs,
   return {};
 }
 
-// A scalar at max|g| under clipping whose element at max|g| was left out in some of its n draws (kept[k]: element
-// k's keeps): with that scalar and no clipping its p is 1, so the values were clipped while the scalar stayed
-// max|g|. Empty otherwise (the spec's scalar at max|g| too, or every such element always kept).
-std::string clipped_values_hint(std::span<const float> g, float scalar, float max_abs, float spec,
-                                const std::uint32_t* kept, std::uint32_t n) {
-  if (scalar != max_abs || !(spec < max_abs)) return {};
-  for (std::size_t k = 0; k < g.size(); ++k)
-    if (std::fabs(g[k]) == max_abs && kept[k] < n)
-      return strf("; the scalar is max|g|, yet element %zu, at max|g|, was kept in %u of %u draws: the values were "
-                  "clipped (at %.9g?) while the scalar stayed max|g|; the spec's scalar is the clip bound itself",
-                  k, kept[k], n, static_cast<double>(spec));
-  return {};
-}
-
 // What the implementation reports, set from its first draw of each layer.
 struct Observed {
   float scalar = 0.0f;

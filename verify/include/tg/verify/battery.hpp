@@ -191,6 +191,12 @@ std::string norm_hint(std::span<const float> g, float scalar);
 /// The first of precision_hint, sign_max_hint and norm_hint that says something (the last two only for a tensor's
 /// own scalar: a shared scalar is given, not computed from g). Empty otherwise.
 std::string specific_scalar_hint(std::span<const float> g, float got, float spec, bool own_scalar);
+/// Under clipping, a scalar at max|g| while an element at max|g| was left out in some of its n draws (kept[k]:
+/// element k's keeps): with that scalar and no clipping its p is 1, so the values were clipped while the scalar
+/// stayed max|g| ("; the scalar is max|g|, yet element 7, at max|g|, was kept in 3 of 8 draws: the values were
+/// clipped (at spec?) ..."). Empty otherwise (the spec's scalar at max|g| too, or every such element always kept).
+std::string clipped_values_hint(std::span<const float> g, float scalar, float max_abs, float spec,
+                                const std::uint32_t* kept, std::uint32_t n);
 /// specific_scalar_hint where it says something (the more specific readings), else sigma_rule_hint.
 std::string scalar_hint(std::span<const float> g, const Params& params, float got, float spec);
 /// The sure keeps' allowance: an element the spec keeps with probability 1 (|x| at or above the scalar)
