@@ -1953,6 +1953,27 @@ TEST(Battery, AMaximumWithoutTheAbsoluteValueIsNamed) {
       << format_table(r);
 }
 
+// A scalar kept from the previous call (the max|g| of the last request's gradient, whatever this one's): the structure
+// row reads it as state between calls, from the same request drawn again, and not as a clip rule. Without the repeat
+// reading it asked "were these draws clipped?" (a stale scalar below max|g| looks like c sigma for some c).
+TEST(Battery, AScalarKeptFromAnEarlierCallIsNamed) {
+  Options o = small_options(1024, 4, 4, all_checks_but({"structure"}));
+  o.supports = {"none", "spec-stream"};
+  RewritingSampler stale("stale-scalar", [prev = std::make_shared<float>(0.0f)](const DrawRequest& r) {
+    DrawRequest q = r;
+    float top = 0.0f;
+    for (float x : r.g) top = std::max(top, std::fabs(x));
+    if (!r.scalar && *prev > 0.0f) q.scalar = *prev;
+    *prev = top;
+    return q;
+  });
+  const Result r = run_battery(stale, o);
+  EXPECT_TRUE(failed(r, "structure")) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "a scalar kept from an earlier call (state between calls)?")) << format_table(r);
+  auto ref = make_sampler("reference", {});
+  EXPECT_FALSE(any_detail(run_battery(*ref, o), "state between calls")) << "the reference's rows name no state";
+}
+
 // precision_hint names a scalar that is the spec's rounded to 11 or 8 significant bits (nearest, down or up) or, below
 // float16's normal range, to a multiple of 2^-24, and nothing for the spec's own scalar, one ulp off it, or a spec
 // that already fits in 11 bits; sign_max_hint names max g and -min g, norm_hint the norms, each only where it is not
@@ -2098,6 +2119,31 @@ void expect_collision_finds(Sampler& bad, const Options& o, const std::string& f
   Result good = run_battery(*ref, o);
   EXPECT_TRUE(good.pass()) << format_table(good);
   EXPECT_TRUE(any_detail(good, covered)) << format_table(good);
+}
+
+// Sparse masks on a few keys (worker 3, tensor 1 drawn with 16 times the scalar: p = 1/32 on the probe, as a scalar
+// kept from another call gives) hold long runs of zeros that agree by chance. The row fails, as the codec is wrong,
+// and says that these masks are not fair coins instead of calling it a reused stream; the pass as a whole stays within
+// the fair-coin gate (4 of its streams are sparse).
+TEST(Battery, CollisionCallsSparseMasksNotFairRatherThanReused) {
+  Options o = small_options(4096, 16, 4, all_checks_but({"collision"}));
+  RewritingSampler sparse("sparse-worker-3-tensor-1", [](const DrawRequest& r) {
+    DrawRequest q = r;
+    if (r.key.worker == 3 && r.key.tensor == 1 && !r.scalar && !r.g.empty()) {
+      float top = 0.0f;
+      for (float x : r.g) top = std::max(top, std::fabs(x));
+      q.scalar = 16.0f * top;
+    }
+    return q;
+  });
+  const Result r = run_battery(sparse, o);
+  const Row row = row_with_id(r, "collision/p=1/2 probe");
+  EXPECT_FALSE(row.pass) << format_table(r);
+  EXPECT_TRUE(row.detail.starts_with("mask bits repeat: ")) << row.detail;
+  EXPECT_NE(row.detail.find("but these masks are not fair coins, though p = 1/2 at every element of the probe"),
+            std::string::npos)
+      << row.detail;
+  EXPECT_EQ(row.detail.find("streams reused"), std::string::npos) << row.detail;
 }
 
 // A key whose step field holds the 64-bit value v, as a generator seeded with v would have it: no wrap at

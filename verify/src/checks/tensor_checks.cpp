@@ -1021,12 +1021,19 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
   // Determinism: the same key gives the same trits and scalar (first layer, steps 0..1), and row j of a
   // request is the draw of step K + j whatever the request: step 1 asked alone must be row 1 of the first
   // request (a codec that seeds its generator per request instead of per step differs there).
+  // A scalar that changes when the same request is drawn again is state kept between calls (a stale scalar, a
+  // running maximum): the reading of the first layer's wrong scalar, before any guess at a clip rule.
+  std::string repeat_scalar_note;
   if (!job.fixed_samples && c.opt.reproducible) {
     const SpecLayer& l = sp.layers.front();
     std::uint32_t m = std::min<std::uint32_t>(2, n);
     Draws again = c.sampler.draw({l.layer->g, job.params, {job.stream_seed, 0, l.tensor, 0}, m, l.request_scalar});
     if (again.trits != obs.front().first_rows || again.scalars != obs.front().first_scalars)
       structure_fail(l.layer->name + ": drawing steps 0..1 again with the same key gave different output");
+    if (!again.scalars.empty() && !obs.front().first_scalars.empty() && again.scalars[0] != obs.front().first_scalars[0])
+      repeat_scalar_note = strf("; the same request drawn again gave the scalar %.9g, not %.9g: a scalar kept from an "
+                                "earlier call (state between calls)?",
+                                static_cast<double>(again.scalars[0]), static_cast<double>(obs.front().first_scalars[0]));
     if (m == 2) {
       const std::size_t d = l.layer->g.size();
       Draws alone = c.sampler.draw({l.layer->g, job.params, {job.stream_seed, 0, l.tensor, 1}, 1, l.request_scalar});
@@ -1063,6 +1070,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
     std::string dist = std::isfinite(o.scalar) ? strf("%llu float32 ulps away", static_cast<unsigned long long>(o.ulps)) : "not finite";
     // the specific readings (half precision, no absolute value, another norm) before the clipping ones
     std::string hint = specific_scalar_hint(l.layer->g, o.scalar, l.rule.scalar, sp.own_scalar);
+    if (hint.empty() && li == 0) hint = repeat_scalar_note;
     if (hint.empty() && sp.own_scalar && job.params.clip != ClipMode::none)
       hint = clipped_values_hint(l.layer->g, o.scalar, l.max_abs, l.rule.scalar, count.data() + l.off, n);
     if (hint.empty()) hint = clipping_hint(l.layer->g, o.scalar, l.max_abs, job.params, sp.own_scalar);
