@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <regex>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -2423,6 +2424,43 @@ TEST(Battery, CollisionFindsAStrideReuseInRunsOf72OrMore) {
     EXPECT_TRUE(row_failed(r, "collision/p=1/2 probe")) << L << "\n" << format_table(r);
     EXPECT_TRUE(any_detail(r, "streams reused: clip")) << L << "\n" << format_table(r);
   }
+}
+
+// A block counter that wraps every P elements (element k draws the uniform of k mod P; on the probe, its keep bit):
+// in a large tensor the stream repeats at distances P, 2P, 3P, ... The finding names the smallest of the distances
+// it saw between the two places (here one stream), which is the period, not the first found (2P where the run
+// found first starts where element 0, always kept, breaks the run at distance P).
+class WrappingCounterSampler : public Sampler {
+ public:
+  explicit WrappingCounterSampler(std::size_t period) : period_(period) {}
+  std::string name() const override { return "counter-wraps-" + std::to_string(period_); }
+  Draws draw(const DrawRequest& r) override {
+    Draws d = ref_->draw(r);
+    const std::size_t n = r.g.size();
+    for (std::uint32_t j = 0; j < r.steps; ++j)
+      for (std::size_t k = period_; k < n; ++k) {
+        const bool kept = d.trits[j * n + k % period_] != 0;
+        d.trits[j * n + k] = static_cast<std::int8_t>(kept ? (r.g[k] < 0 ? -1 : 1) : 0);
+      }
+    return d;
+  }
+
+ private:
+  std::size_t period_;
+  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+};
+
+TEST(Battery, CollisionNamesTheSmallestDistanceOfAStreamThatRepeats) {
+  Options o = small_options(512, 16, 4, all_checks_but({"collision"}));  // the large pass: 2^20 + 3 elements
+  WrappingCounterSampler bad(65536);
+  const Result r = run_battery(bad, o);
+  const Row row = row_with_id(r, "collision/p=1/2 probe");
+  EXPECT_FALSE(row.pass) << format_table(r);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(row.detail, m, std::regex(R"(mask bits (\d+)\.\.\d+ of (\(.*?\)) equal bits (\d+)\.\.\d+ of (\(.*?\)))")))
+      << row.detail;
+  EXPECT_EQ(m[2].str(), m[4].str()) << row.detail;  // one stream
+  EXPECT_EQ(std::stoull(m[3].str()) - std::stoull(m[1].str()), 65536u) << row.detail;
 }
 
 // A vector loop of width W whose remainder loop reuses the uniforms of the last whole vector: elements

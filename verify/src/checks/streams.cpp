@@ -342,6 +342,8 @@ ProbeScan probe_and_scan(Ctx& c, const std::vector<float>& g, const Params& para
   const WindowIndex indexed(std::move(entries));
   // (stream, stream, offset difference, complemented)
   std::vector<std::tuple<std::uint32_t, std::uint32_t, std::int64_t, int>> seen;
+  std::tuple<std::uint32_t, std::uint32_t, std::int64_t, int> first_diag{};  // the named finding's, and its distance
+  std::uint64_t first_dist = 0;
   std::uint64_t compares = 0;
   // Each window is looked up as it is and complemented: a run of uniforms reused as 1 - u ("antithetic
   // variates") gives the complemented mask bits on the p = 1/2 probe, at any distance.
@@ -370,13 +372,20 @@ ProbeScan probe_and_scan(Ctx& c, const std::vector<float>& g, const Params& para
           const std::size_t run = back + 64 + fwd;
           if (run < min_run) continue;
           seen.push_back(diag);
-          if (P.repeats++ == 0)
+          // The first finding is named; a later one of the same two streams at a smaller distance replaces it (a
+          // stream that repeats every 2^16 bits is found first where its run starts at bit 0, maybe at 2^17).
+          const std::uint64_t dist = j > j2 ? j - j2 : j2 - j;
+          const bool first = P.repeats++ == 0;
+          if (first || (std::get<0>(diag) == std::get<0>(first_diag) && std::get<1>(diag) == std::get<1>(first_diag) &&
+                        flip == std::get<3>(first_diag) && dist < first_dist)) {
+            first_diag = diag, first_dist = dist;
             P.first = strf("mask bits %zu..%zu of %s %s bits %zu..%zu of %s (%zu bits)", j - back, j - back + run - 1,
                            streams[s].name().c_str(), flip ? "are the complement of" : "equal", j2 - back,
                            j2 - back + run - 1, streams[s2].name().c_str(), run) +
                       (j == j2 ? id_map_hint(streams[s].key, streams[s2].key) + step_map_hint(streams[s].key, streams[s2].key)
                                : std::string()) +
                       unfair_note(streams[s], streams[s2]);
+          }
         }
       }
     }
