@@ -254,7 +254,7 @@ int run_verify(const VerifyOptions& o) {
     // report was written. Die of the same signal, so the caller sees the conventional status.
     std::fprintf(stderr, "terngrad verify: %s; the external program was stopped, its temporary folder removed, "
                          "no report written\n", e.what());
-    retire_reports("verify");
+    retire_reports("verify", "was interrupted");
     std::fflush(stderr);
     std::signal(e.signal_number(), SIG_DFL);
     std::raise(e.signal_number());

@@ -285,7 +285,12 @@ int guarded(const char* command, const std::function<int()>& fn);
 // writer would have replaced) when the command ends with exit 2 or is interrupted. FIFOs, devices and
 // stdout ("-") are left alone. Each removal is said on stderr.
 void note_reports(const CLI::App& sub);
-void retire_reports(const char* command);
+void retire_reports(const char* command, const char* why = "ended in an error");
+// From here to the end of the process, SIGINT, SIGTERM and SIGHUP remove the noted reports (as retire_reports,
+// in the handler: stat and unlink only), say so on stderr, and end the process by the same signal. A command that
+// stops its own work on a signal (verify of an external program, train) puts its handler in place of this one
+// while it runs and retires the reports itself.
+void retire_reports_on_signal(const char* command);
 
 // Registers the commands made by `make` at static initialisation; `order` sorts them in --help.
 struct RegisterCommands {

@@ -173,6 +173,7 @@ int main(int argc, char** argv) {
     if (c.selected()) {
       const std::string name = c.sub->get_name();
       tg::app::note_reports(*c.sub);
+      tg::app::retire_reports_on_signal(name.c_str());
       const int rc = tg::app::guarded(name.c_str(), [&] { return c.run(); });
       if (rc == 2) tg::app::retire_reports(name.c_str());
       return rc;

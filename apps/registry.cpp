@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <cstdio>
 #include <exception>
@@ -12,6 +13,33 @@
 #include "tg/error.hpp"
 
 namespace tg::app {
+
+namespace {
+// What the signal handler needs, made before it is installed: each noted report's path with its links resolved,
+// and the lines it writes (write(2) only).
+struct SignalCleanup {
+  std::string command;
+  std::vector<std::string> paths, removed_lines;
+  std::string interrupted_line;
+};
+SignalCleanup& signal_cleanup() {
+  static SignalCleanup s;
+  return s;
+}
+extern "C" void retire_on_signal(int sig) {
+  const SignalCleanup& s = signal_cleanup();
+  const int saved = errno;
+  (void)!::write(2, s.interrupted_line.data(), s.interrupted_line.size());
+  for (std::size_t i = 0; i < s.paths.size(); ++i) {
+    struct stat st {};
+    if (::stat(s.paths[i].c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::unlink(s.paths[i].c_str()) == 0)
+      (void)!::write(2, s.removed_lines[i].data(), s.removed_lines[i].size());
+  }
+  errno = saved;
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);  // delivered when the handler returns: the process ends by the signal
+}
+}  // namespace
 
 namespace {
 // One line of at most 500 characters: the first line of a message (LibTorch appends a stack trace
@@ -72,11 +100,34 @@ std::string retired_suffix() {
 }
 }  // namespace
 
-void retire_reports(const char* command) {
+void retire_reports(const char* command, const char* why) {
   const std::vector<std::string> removed = remove_noted_reports();
   if (!removed.empty())
-    std::fprintf(stderr, "terngrad %s: removed %s, %s of an earlier run (this run ended in an error and wrote none)\n",
-                 command, joined(removed).c_str(), removed.size() > 1 ? "reports" : "a report");
+    std::fprintf(stderr, "terngrad %s: removed %s, %s of an earlier run (this run %s and wrote none)\n", command,
+                 joined(removed).c_str(), removed.size() > 1 ? "reports" : "a report", why);
+}
+
+void retire_reports_on_signal(const char* command) {
+  SignalCleanup& s = signal_cleanup();
+  s.command = command;
+  s.interrupted_line = std::string("terngrad ") + command + ": interrupted; no report written\n";
+  for (const std::string& path : noted_reports()) {
+    if (tg::output_detail::is_proc_fd(path)) continue;
+    std::error_code ec;
+    const std::filesystem::path target = std::filesystem::weakly_canonical(path, ec);  // a link's target
+    if (ec) continue;
+    s.paths.push_back(target.string());
+    s.removed_lines.push_back(std::string("terngrad ") + command + ": removed " + path +
+                              ", a report of an earlier run (this run was interrupted and wrote none)\n");
+  }
+  struct sigaction sa {};
+  sa.sa_handler = retire_on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;  // started ignoring it (nohup)
+    ::sigaction(sig, &sa, nullptr);
+  }
 }
 
 namespace {

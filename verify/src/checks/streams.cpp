@@ -785,9 +785,8 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   r.pvalue = repeats ? strf("p <= %.2g", bound) : "p = 1 (no repeat)";
   r.power = strf("any reuse of >= %zu mask bits, as they are or complemented", min_run);
   r.pass = repeats == 0;
-  r.detail = repeats ? (first.find(kUnfairLead) == std::string::npos ? "streams reused: "
-                                                                                                 : "mask bits repeat: ") +
-                           first + (repeats > 1 ? strf(" (and %llu more)", static_cast<unsigned long long>(repeats - 1)) : "")
+  const char* lead = first.find(kUnfairLead) == std::string::npos ? "streams reused: " : "mask bits repeat: ";
+  r.detail = repeats ? lead + first + (repeats > 1 ? strf(" (and %llu more)", static_cast<unsigned long long>(repeats - 1)) : "")
                      : strf("%zu streams of %zu mask bits (%zu keys: steps 0..3 x workers 0..3 x tensors 0..1, steps "
                             "near 2^16, 2^31 and 2^32, workers and tensors up to 2^32-1, powers of ten from 10 to 10^9 as "
                             "steps, tensors and workers, seeds differing in the high word) in each of %zu passes, and %s (clip %s), each pass scanned on its own; %llu windows at every "
