@@ -42,13 +42,19 @@ extern "C" void retire_on_signal(int sig) {
 }  // namespace
 
 namespace {
+// At most `room` characters of s: its start and its end, " ... " between them where it is longer (the end of a
+// message holds what an external program said last, such as the exception that ended it).
+std::string elide_middle(const std::string& s, std::size_t room) {
+  if (s.size() <= room) return s;
+  const std::size_t head = room / 3, tail = room - head - 5;
+  return s.substr(0, head) + " ... " + s.substr(s.size() - tail);
+}
+
 // One line of at most 500 characters: the first line of a message (LibTorch appends a stack trace
 // after a newline).
 std::string one_line(const char* what) {
   std::string s = what ? what : "";
-  s = s.substr(0, s.find('\n'));
-  if (s.size() > 500) s = s.substr(0, 497) + "...";
-  return s;
+  return elide_middle(s.substr(0, s.find('\n')), 500);
 }
 }  // namespace
 
@@ -131,13 +137,12 @@ void retire_reports_on_signal(const char* command) {
 }
 
 namespace {
-// The first line of a message and what follows it, within 500 characters: the message is shortened, not the
-// suffix.
-std::string with_suffix(const char* what, const std::string& suffix) {
-  std::string s = one_line(what);
-  const std::size_t room = suffix.size() < 400 ? 500 - suffix.size() : 100;
-  if (s.size() > room) s = s.substr(0, room - 3) + "...";
-  return s + suffix;
+// The error line: the lead ("terngrad verify: error (...): "), the first line of a message and what follows it,
+// within 500 characters: the message is shortened in its middle, not the lead or the suffix.
+std::string error_line(const std::string& lead, const char* what, const std::string& suffix) {
+  const std::size_t fixed = lead.size() + suffix.size();
+  const std::size_t room = fixed < 400 ? 500 - fixed : 100;
+  return lead + elide_middle(one_line(what), room) + suffix;
 }
 }  // namespace
 
@@ -146,13 +151,13 @@ int guarded(const char* command, const std::function<int()>& fn) {
   try {
     return fn();
   } catch (const tg::Error& e) {
-    std::fprintf(stderr, "terngrad %s: error (%s): %s\n", command, tg::to_string(e.code()),
-                 with_suffix(e.what(), retired_suffix()).c_str());
+    const std::string lead = std::string("terngrad ") + command + ": error (" + tg::to_string(e.code()) + "): ";
+    std::fprintf(stderr, "%s\n", error_line(lead, e.what(), retired_suffix()).c_str());
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "terngrad %s: error: out of memory (an input or option asks for more memory than this machine gives)%s\n",
                  command, retired_suffix().c_str());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "terngrad %s: error: %s\n", command, with_suffix(e.what(), retired_suffix()).c_str());
+    std::fprintf(stderr, "%s\n", error_line(std::string("terngrad ") + command + ": error: ", e.what(), retired_suffix()).c_str());
   } catch (...) {
     std::fprintf(stderr, "terngrad %s: error: an exception that is not a std::exception%s\n", command,
                  retired_suffix().c_str());

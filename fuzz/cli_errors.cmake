@@ -249,6 +249,12 @@ foreach(sub IN LISTS subcommands)
     expect_stale_removed("external codec exited with status 1" verify --profile quick --no-progress --impl exec:false
                          --json "${scratch}/old.json" --junit "${scratch}/old.xml"
                          REPORTS "${scratch}/old.json" "${scratch}/old.xml")
+    # a program that fails after a long output: the error line keeps its last words (the exception that ended it),
+    # shortening the middle of the line (the command and the start of the output)
+    file(WRITE "${scratch}/chatty.sh" "for i in $(seq 1 300); do echo \"traceback line $i\" >&2; done\n"
+                                      "echo 'FinalError: the last line' >&2\nexit 1\n")
+    expect_usage_error("FinalError: the last line" verify --profile quick --no-progress --impl "exec:sh ${scratch}/chatty.sh")
+    file(REMOVE "${scratch}/chatty.sh")
     file(CREATE_LINK "${scratch}/target.json" "${scratch}/link.json" SYMBOLIC)
     expect_stale_removed("external codec exited with status 1" verify --profile quick --no-progress --impl exec:false
                          --json "${scratch}/link.json" REPORTS "${scratch}/target.json")
