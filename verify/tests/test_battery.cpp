@@ -1794,6 +1794,24 @@ TEST(Battery, AValueTwiceTheScalarIsNamedBeforeTheScalarChange) {
   EXPECT_EQ(g.detail.find("at step 0 (same gradient)"), std::string::npos) << g.detail;
 }
 
+// Outputs not of the form {-s, 0, +s} in the first row (every value v -> 0.5 v + 0.001: a codec that returns something
+// else than its values): the scalar is read from those outputs, so the structure row names them first and the
+// reading of that scalar (a clip rule guessed from it) after them.
+TEST(Battery, OutputsNotTernaryAreNamedBeforeTheScalarReadFromThem) {
+  ValuesSampler shifted("shifted", [](std::vector<float>& v, const Draws& d) {
+    for (std::size_t k = 0; k < d.d; ++k) v[k] = 0.5f * v[k] + 0.001f;
+  });
+  Options o = small_options(1024, 8, 4, all_checks_but({"structure"}));
+  const Result r = run_battery(shifted, o);
+  const Row g = row_with_id(r, "structure/gaussian");
+  EXPECT_FALSE(g.pass);
+  const std::size_t values = g.detail.find("not in {-s, 0, +s}"), scalar = g.detail.find(", spec ");
+  ASSERT_NE(values, std::string::npos) << g.detail;
+  ASSERT_NE(scalar, std::string::npos) << g.detail;
+  EXPECT_LT(values, scalar) << g.detail;
+  EXPECT_NE(g.detail.find("; then (the scalar read from those outputs) "), std::string::npos) << g.detail;
+}
+
 // A codec that never keeps a tensor's last element (a loop one element short, a packing tail dropped): the
 // unbiased rows name the coordinates they reject by tensor, index and size, so that the pattern shows. The
 // constant family's count is impossible (exact); lenet's last elements are rejected at this seed.

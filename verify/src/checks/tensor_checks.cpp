@@ -1082,9 +1082,11 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
                                           static_cast<double>(l.window.hi), l.window.ulps).c_str()
                                    : "must be equal", hint.c_str());
     // A wrong scalar is named first: the element findings before it (signs, values judged against the
-    // spec's cap) follow from it.
+    // spec's cap) follow from it. Outputs not of the form {-s, 0, +s} stay first: the scalar is read from them.
     if (st.structure_bad++ == 0)
       st.structure_msg = m;
+    else if (!defect.empty() && st.structure_msg.starts_with(defect))
+      st.structure_msg += "; then (the scalar read from those outputs) " + m;
     else if (st.structure_msg.find(", spec ") == std::string::npos)  // not already a wrong scalar named first
       st.structure_msg = m + "; then " + st.structure_msg;
   }
