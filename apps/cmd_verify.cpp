@@ -4,6 +4,7 @@
 //   terngrad verify [--profile quick|ci|full] [--impl optimized] [--json F] [--junit F] [--self-test]
 //   terngrad verify --samples G.npy VALUES.npy [--clip none|clip|saturate] [--c C] [--scalar S]
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -210,6 +211,11 @@ int run_samples(const VerifyOptions& o) {
     const NpyArray& v = values.back();
     // Before anything is allocated per draw: VALUES of shape (1e9, 0) is 128 bytes on disk.
     if (g.data.empty()) throw Error(ErrorCode::invalid_argument, gp + ": the gradient is empty");
+    for (std::size_t k = 0; k < g.data.size(); ++k)
+      if (!std::isfinite(g.data[k]))
+        throw Error(ErrorCode::non_finite, gp + ": element " + std::to_string(k) + " of the gradient is " +
+                                               (std::isnan(g.data[k]) ? "NaN" : (g.data[k] > 0 ? "+inf" : "-inf")) +
+                                               " (the checks need a finite gradient)");
     // (draws, g.size) or (draws, *g.shape): the same shape, not only the same count (a transposed array is not
     // the gradient's layout)
     const bool flat = v.shape.size() == 2 && v.shape[1] == g.data.size();

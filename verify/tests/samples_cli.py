@@ -79,7 +79,11 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # Bad input: exit 2, one line naming the problem, no report written.
     np.save(tmp / "short.npy", draws[:, :100])
+    g_nan = g.copy()
+    g_nan.flat[5] = np.nan
+    np.save(tmp / "g_nan.npy", g_nan)
     cases = [
+        (["--samples", tmp / "g_nan.npy", tmp / "good.npy"], "g_nan.npy: element 5 of the gradient is NaN"),
         (["--samples", tmp / "g.npy", tmp / "short.npy"], "short.npy: shape must be (draws, 2048)"),
         (["--samples", tmp / "g.npy", tmp / "missing.npy"], "missing.npy"),
         (["--samples", tmp / "g.npy"], "--samples"),
