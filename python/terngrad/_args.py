@@ -6,7 +6,8 @@ the signature, the argument types) that does not say which argument is wrong or 
 wraps a binding: when that TypeError comes, it finds the argument that caused it and raises instead
 ValueError "encode(): seed must be an integer in [0, 2^64), got -1", or TypeError "encode(): seed must
 be an integer, got float" (for every argument the signature types as int, not only the table's).
-Anything else (and any case it cannot pin down) is raised as it was.
+An unknown keyword argument is named too ("run(): unexpected keyword argument 'suport'"), and so is a list of
+names given as one string (supports="none"). Anything else (and any case it cannot pin down) is raised as it was.
 """
 import functools
 import operator
@@ -44,6 +45,17 @@ def _diagnose(name, args, kwargs, message):
                 whole(f"{name}()", arg, value, _UNSIGNED_BITS.get(arg))
             except (TypeError, ValueError) as e:
                 return e
+    names = [p for p, _ in params]
+    if names:
+        for arg in kwargs:
+            if arg not in names:
+                return TypeError(f"{name}(): unexpected keyword argument '{arg}' (its arguments: {', '.join(names)})")
+    # a list of names given as one string (supports="none"): say so, rather than the signature
+    sequences = set(re.findall(r"(?:^|, )(\w+): collections\.abc\.Sequence\[str\]", sig.group(1))) if sig else set()
+    for arg, value in given.items():
+        if arg in sequences and isinstance(value, str):
+            return TypeError(f"{name}(): {arg} must be a list of names, e.g. {arg}={value.split(',')!r}, "
+                             f"not the string {value!r}")
     return None
 
 

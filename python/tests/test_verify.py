@@ -311,6 +311,12 @@ def test_compare_names_and_functions_bit_for_bit():
         tv.run("optimized", profile="quick", seed=-1)
     with pytest.raises(TypeError, match=r"clopper_pearson\(\): k must be an integer, got float 2.5"):
         tv.clopper_pearson(10, 2.5, 0.05)  # an int argument outside the key table: its form is named too
+    # an unknown keyword, and a list of names given as one string, are named (not the binding's signature)
+    with pytest.raises(TypeError, match=r"run\(\): unexpected keyword argument 'suport' \(its arguments: impl, "):
+        tv.run("optimized", profile="quick", suport=["none"])
+    with pytest.raises(TypeError, match=r"run\(\): supports must be a list of names, e.g. supports=\['none', "
+                                        r"'spec-stream'\], not the string 'none,spec-stream'"):
+        tv.run("optimized", profile="quick", supports="none,spec-stream")
 
 
 def test_run_reports_what_a_broken_function_returns():
