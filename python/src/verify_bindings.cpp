@@ -65,17 +65,19 @@ std::optional<float> scalar_of(nb::handle scalar, std::size_t i, std::size_t cou
 }
 
 // Rows of a (draws, d) array, of a (draws, *g.shape) one (as `terngrad verify --samples` reads), or
-// of a flat one of draws * d values.
-void check_rows(const AnyArray& a, std::size_t draws, std::size_t d, const std::string& what) {
+// of a flat one of draws * d values. draws: the number asked for, or none (any number of draws).
+void check_rows(const AnyArray& a, std::optional<std::size_t> draws, std::size_t d, const std::string& what) {
   std::size_t row = 1;
   for (size_t k = 1; k < a.ndim(); ++k) row *= a.shape(k);
-  bool ok = a.ndim() >= 2 ? a.shape(0) == draws && row == d : a.ndim() == 1 && a.size() == draws * d;
+  const std::size_t n = draws ? *draws : (a.ndim() >= 1 ? a.shape(0) : 0);
+  bool ok = a.ndim() >= 2 ? a.shape(0) == n && row == d : a.ndim() == 1 && a.size() == n * d;
   if (!ok) {
     std::string got = "(";
     for (size_t k = 0; k < a.ndim(); ++k) got += (k ? ", " : "") + std::to_string(a.shape(k));
     got += a.ndim() == 1 ? ",)" : ")";
-    bad_input(what + " has shape " + got + ", expected (" + std::to_string(draws) + ", " + std::to_string(d) +
-              ") (draws x elements)");
+    const bool transposed = a.ndim() == 2 && a.shape(0) == d && (draws ? a.shape(1) == *draws : true);
+    bad_input(what + " has shape " + got + ", expected (" + (draws ? std::to_string(*draws) : std::string("draws")) +
+              ", " + std::to_string(d) + ") (draws x elements)" + (transposed ? ": transposed?" : ""));
   }
 }
 
@@ -434,7 +436,7 @@ void bind_verify(nb::module_& m) {
           if (val.array.ndim() < 2)
             bad_input(nth("values", i, count) + " must have shape (draws, " + std::to_string(d) +
                       ") or (draws, *g.shape), got 1 dimension");
-          check_rows(val.array, val.array.shape(0), d, nth("values", i, count));
+          check_rows(val.array, std::nullopt, d, nth("values", i, count));
           std::optional<float> s = scalar_of(scalar, i, count);
           draws.push_back(tv::draws_from_values(val.span, d, static_cast<std::uint32_t>(val.array.shape(0)), s,
                                                 nth("values", i, count)));

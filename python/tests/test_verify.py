@@ -191,6 +191,10 @@ def test_bad_samples_are_named():
         tv.check_samples(g.astype(">f4"), trits, sc)
     with pytest.raises(tg.CodecError, match=r"values must have shape \(draws, 100\)"):
         tv.check_values(g, (s * trits[0]).astype(np.float32))
+    # draws and elements swapped: the expected shape says (draws, 100), not the array's own first dimension
+    with pytest.raises(tg.CodecError, match=r"values has shape \(100, 8\), expected \(draws, 100\) \(draws x elements\): "
+                                            r"transposed\?"):
+        tv.check_values(g, np.ascontiguousarray((s * trits).astype(np.float32).T))
     with pytest.raises(tg.CodecError, match="1 gradients and 2 value arrays"):
         tv.check_values(g, [(s * trits).astype(np.float32)] * 2)
     bad = g.copy()
