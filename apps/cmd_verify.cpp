@@ -341,6 +341,7 @@ static Command verify_command() {
         ->needs(samples);
     sub->add_option("--scalar", opts->scalar, "With --samples: the shared scalar the draws were asked for, if any")
         ->check(tg::app::in_range(0.0, 3.4e38))
+        ->default_str("none")
         ->needs(samples);
     for (const char* other : {"--impl", "--profile", "--seed", "--self-test", "--example", "--exec-timeout", "--supports",
                               "--unseeded", "--verbose", "--list-mutants"})

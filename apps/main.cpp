@@ -131,7 +131,8 @@ int main(int argc, char** argv) {
   // A file size limit (RLIMIT_FSIZE) must end in a failed write (EFBIG), which the output writer turns
   // into one line and exit 2 with the previous file intact, not in SIGXFSZ's core dump.
   ::signal(SIGXFSZ, SIG_IGN);
-  CLI::App app{"terngrad: test bench for the TernGrad stochastic ternary gradient codec"};
+  CLI::App app{"terngrad: test bench for the TernGrad stochastic ternary gradient codec\n"
+               "Start with `terngrad verify` (the verification battery on the optimized codec; --impl for yours)."};
   app.require_subcommand(0, 1);  // an unknown word is then named: "argument was not expected: X"
   app.failure_message([](const CLI::App* a, const CLI::Error& e) {  // one line per error, naming the subcommand
     const std::string where = where_of(*a);
@@ -145,6 +146,10 @@ int main(int argc, char** argv) {
         what = what.substr(prefix.size(), eq - prefix.size()) + ": cannot take '" + what.substr(eq + 3, 40) +
                "' (not a value of the option's type; its type and range are in --help)";
     }
+    // CLI11's "--profile: At Most 1 required but received 2": an option given more than once
+    const std::string most = ": At Most 1 required but received ";
+    if (const std::size_t at = what.find(most); at != std::string::npos)
+      what = what.substr(0, at) + " given " + what.substr(at + most.size()) + " times (give it once)";
     return where + ": " + what + " (see " + where + " --help)\n";
   });
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
