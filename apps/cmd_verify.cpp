@@ -214,7 +214,7 @@ int run_samples(const VerifyOptions& o) {
     for (std::size_t k = 0; k < g.data.size(); ++k)
       if (!std::isfinite(g.data[k]))
         throw Error(ErrorCode::non_finite, gp + ": element " + std::to_string(k) + " of the gradient is " +
-                                               (std::isnan(g.data[k]) ? "NaN" : (g.data[k] > 0 ? "+inf" : "-inf")) +
+                                               non_finite_name(g.data[k]) +
                                                " (the checks need a finite gradient)");
     // (draws, g.size) or (draws, *g.shape): the same shape, not only the same count (a transposed array is not
     // the gradient's layout)

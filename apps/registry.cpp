@@ -18,7 +18,6 @@ namespace {
 // What the signal handler needs, made before it is installed: each noted report's path with its links resolved,
 // and the lines it writes (write(2) only).
 struct SignalCleanup {
-  std::string command;
   std::vector<std::string> paths, removed_lines;
   std::string interrupted_line;
 };
@@ -115,7 +114,6 @@ void retire_reports(const char* command, const char* why) {
 
 void retire_reports_on_signal(const char* command) {
   SignalCleanup& s = signal_cleanup();
-  s.command = command;
   s.interrupted_line = std::string("terngrad ") + command + ": interrupted; no report written\n";
   for (const std::string& path : noted_reports()) {
     if (tg::output_detail::is_proc_fd(path)) continue;

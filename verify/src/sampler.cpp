@@ -624,7 +624,7 @@ Draws draws_from_values(std::span<const float> values, std::size_t d, std::uint3
       if (!std::isfinite(v[k]))
         throw Error(ErrorCode::invalid_argument, what + " row " + std::to_string(j) + " element " + std::to_string(k) +
                                                      " is not finite (" +
-                                                     (std::isnan(v[k]) ? "NaN" : (v[k] > 0 ? "+inf" : "-inf")) + ")");
+                                                     non_finite_name(v[k]) + ")");
       if (std::fabs(v[k]) > s) s = std::fabs(v[k]), at = k;
     }
     // A row with no nonzero output carries no scalar; under a shared scalar that is legitimate

@@ -62,6 +62,8 @@ Draws draws_from_values(std::span<const float> values, std::size_t d, std::uint3
 /// an error about a codec's non-finite output, the range shows an overflow (|g| near 1e30 squared, a scalar in
 /// float16) or an underflow (|g| near 1e-30, a division by a scalar of 0).
 std::string gradient_range_note(std::span<const float> g);
+/// "NaN", "+inf" or "-inf": how error messages name a non-finite value.
+inline const char* non_finite_name(float x) { return x != x ? "NaN" : (x > 0 ? "+inf" : "-inf"); }
 
 /// A sampler over any tg::Codec.
 std::unique_ptr<Sampler> make_codec_sampler(std::shared_ptr<const Codec> codec, std::string name);
