@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "tg/error.hpp"
+#include "tg/verify/sampler.hpp"
 
 namespace tg::app {
 
@@ -149,7 +150,10 @@ int guarded(const char* command, const std::function<int()>& fn) {
   try {
     return fn();
   } catch (const tg::Error& e) {
-    const std::string lead = std::string("terngrad ") + command + ": error (" + tg::to_string(e.code()) + "): ";
+    // An external program's failure is labelled as such, not by the codec error code it carries.
+    const bool external = dynamic_cast<const tg::verify::ExternalCodecError*>(&e) != nullptr;
+    const std::string lead = std::string("terngrad ") + command + ": error (" +
+                             (external ? "external codec" : tg::to_string(e.code())) + "): ";
     std::fprintf(stderr, "%s\n", error_line(lead, e.what(), retired_suffix()).c_str());
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "terngrad %s: error: out of memory (an input or option asks for more memory than this machine gives)%s\n",

@@ -246,8 +246,9 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("--supports" verify --samples "${scratch}/g.npy" "${scratch}/v.npy" --supports clip)
     # a run that ends in an error leaves no report of an earlier run at its paths (the program fails mid-run;
     # the implementation is unavailable; a link's target)
-    expect_stale_removed("external codec exited with status 1" verify --profile quick --no-progress --impl exec:false
-                         --json "${scratch}/old.json" --junit "${scratch}/old.xml"
+    # (labelled as the external program's failure, not by a codec error code)
+    expect_stale_removed("error (external codec): external codec exited with status 1" verify --profile quick
+                         --no-progress --impl exec:false --json "${scratch}/old.json" --junit "${scratch}/old.xml"
                          REPORTS "${scratch}/old.json" "${scratch}/old.xml")
     # a program that fails after a long output: the error line keeps its last words (the exception that ended it),
     # shortening the middle of the line (the command and the start of the output)

@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "tg/error.hpp"
 #include "tg/verify/battery.hpp"
+#include "tg/verify/sampler.hpp"
 #include "tg/verify/stats.hpp"
 #include "views.hpp"
 
@@ -49,6 +51,16 @@ std::vector<nb::handle> items(nb::handle obj) {
 
 std::string nth(const char* what, std::size_t i, std::size_t count) {
   return count == 1 ? std::string(what) : std::string(what) + "[" + std::to_string(i) + "]";
+}
+
+// The checks need a finite gradient: the first NaN/Inf of tensor i raises NonFiniteError (tensor i,
+// its index), named by the argument it came from, before anything is checked.
+void require_finite(std::span<const float> g, std::size_t i, std::size_t count) {
+  for (std::size_t k = 0; k < g.size(); ++k)
+    if (!std::isfinite(g[k]))
+      throw tg::NonFiniteError(static_cast<std::uint32_t>(i), k,
+                               nth("g", i, count) + ": element " + std::to_string(k) + " of the gradient is " +
+                                   tv::non_finite_name(g[k]) + " (the checks need a finite gradient)");
 }
 
 // The shared scalar of tensor i: None, one float for every tensor, or a list with one entry each.
@@ -389,6 +401,7 @@ void bind_verify(nb::module_& m) {
         std::vector<tv::TensorSamples> samples;
         for (std::size_t i = 0; i < count; ++i) {
           gv.push_back(float_view(gs[i], nth("g", i, count).c_str()));
+          require_finite(gv.back().span, i, count);
           sv.push_back(float_view(ss[i], nth("scalars", i, count).c_str()));
           tv_.push_back(view_of<std::int8_t>(ts[i], nth("trits", i, count).c_str()));
           // The draws are the rows of trits: trits is named for its own shape, scalars for its count.
@@ -429,6 +442,7 @@ void bind_verify(nb::module_& m) {
         draws.reserve(count);
         for (std::size_t i = 0; i < count; ++i) {
           gv.push_back(float_view(gs[i], nth("g", i, count).c_str()));
+          require_finite(gv.back().span, i, count);
           FloatView val = float_view(vs[i], nth("values", i, count).c_str());
           const std::size_t d = gv.back().span.size();
           // Before anything is allocated per draw: values of shape (1e9, 0) cost no memory.

@@ -199,9 +199,14 @@ def test_bad_samples_are_named():
         tv.check_values(g, [(s * trits).astype(np.float32)] * 2)
     bad = g.copy()
     bad[17] = np.inf
-    with pytest.raises(tg.NonFiniteError) as e:
+    with pytest.raises(tg.NonFiniteError, match=r"^g: element 17 of the gradient is \+inf \(the checks need a finite "
+                                               r"gradient\)$") as e:
         tv.check_samples(bad, trits, sc)
-    assert e.value.index == 17
+    assert (e.value.index, e.value.tensor, e.value.code) == (17, 0, "non_finite")
+    bad[17], bad[5] = g[17], np.nan
+    with pytest.raises(tg.NonFiniteError, match=r"^g\[1\]: element 5 of the gradient is NaN") as e:
+        tv.check_values([g, bad], [(s * trits).astype(np.float32)] * 2)
+    assert (e.value.index, e.value.tensor) == (5, 1)
     nan_values = (s * trits).astype(np.float32)
     nan_values[3, 4] = np.nan
     with pytest.raises(tg.CodecError, match="values row 3 element 4 is not finite"):

@@ -133,19 +133,19 @@ std::string request_args(const DrawRequest& r, const fs::path& in, const fs::pat
 // Reads the program's answer to request r from `out`; `context` names the command or request.
 Draws read_output(const DrawRequest& r, const fs::path& out, const std::string& context) {
   if (!fs::exists(out))
-    throw Error(ErrorCode::invalid_argument, "external codec answered but wrote no output file (" + out.string() +
+    throw ExternalCodecError("external codec answered but wrote no output file (" + out.string() +
                                                  "); " + context);
   NpyArray a;
   try {
     a = read_npy(out);
   } catch (const Error& e) {
-    throw Error(ErrorCode::invalid_argument, std::string("external codec output: ") + e.what());
+    throw ExternalCodecError(std::string("external codec output: ") + e.what());
   }
   if (a.shape.size() != 2 || a.shape[0] != r.steps || a.shape[1] != r.g.size()) {
     std::string got = "(";
     for (std::size_t k = 0; k < a.shape.size(); ++k) got += (k ? ", " : "") + std::to_string(a.shape[k]);
     got += a.shape.size() == 1 ? ",)" : ")";
-    throw Error(ErrorCode::invalid_argument, "external codec output has shape " + got + ", expected (" +
+    throw ExternalCodecError("external codec output has shape " + got + ", expected (" +
                                                  std::to_string(r.steps) + ", " + std::to_string(r.g.size()) +
                                                  "); " + context);
   }
@@ -153,7 +153,7 @@ Draws read_output(const DrawRequest& r, const fs::path& out, const std::string& 
     return draws_from_values(a.data, r.g.size(), r.steps, r.scalar, "external codec output");
   } catch (const Error& e) {
     // A non-finite output: name the request and the gradient's range (an overflow or an underflow shows there)
-    throw Error(e.code(), std::string(e.what()) + " (" + gradient_range_note(r.g) + "); " + context);
+    throw ExternalCodecError(std::string(e.what()) + " (" + gradient_range_note(r.g) + "); " + context);
   }
 }
 
@@ -261,16 +261,16 @@ class ExecSampler : public Sampler {
         ::waitpid(pid, &status, 0);
         char t[32];
         std::snprintf(t, sizeof t, "%g", options_.timeout_s);
-        throw Error(ErrorCode::invalid_argument, std::string("external codec timed out after ") + t +
+        throw ExternalCodecError(std::string("external codec timed out after ") + t +
                                                      " s (--exec-timeout); command: " + cmd);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(elapsed < 1.0 ? 2 : 20));
     }
     if (WIFSIGNALED(status))
-      throw Error(ErrorCode::invalid_argument, "external codec killed by signal " + std::to_string(WTERMSIG(status)) +
+      throw ExternalCodecError("external codec killed by signal " + std::to_string(WTERMSIG(status)) +
                                                    "; command: " + cmd + "; its output: " + tail_of(err, 600));
     if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
-      throw Error(ErrorCode::invalid_argument, "external codec exited with status " +
+      throw ExternalCodecError("external codec exited with status " +
                                                    std::to_string(WEXITSTATUS(status)) + "; command: " + cmd +
                                                    "; its output: " + tail_of(err, 600));
 
@@ -387,7 +387,7 @@ class ServeSampler : public Sampler {
   [[noreturn]] void fail(const std::string& why) {
     const std::string err = tail_of(dir_ / "stderr.txt", 600);
     stop();
-    throw Error(ErrorCode::invalid_argument, "external codec (serve:" + command_ + "): " + why + "; its stderr: " + err);
+    throw ExternalCodecError("external codec (serve:" + command_ + "): " + why + "; its stderr: " + err);
   }
 
   // Closes its input (a well-behaved program then exits), waits briefly, then kills its process group.

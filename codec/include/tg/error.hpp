@@ -39,6 +39,9 @@ class Error : public std::runtime_error {
 class NonFiniteError : public Error {
  public:
   NonFiniteError(std::uint32_t tensor, std::uint64_t index, float value);
+  /// The same error with a caller's message (e.g. one that names the argument or file it came from).
+  NonFiniteError(std::uint32_t tensor, std::uint64_t index, const std::string& message)
+      : Error(ErrorCode::non_finite, message), tensor_(tensor), index_(index) {}
   std::uint32_t tensor() const { return tensor_; }
   std::uint64_t index() const { return index_; }
 

@@ -100,6 +100,14 @@ class Interrupted : public std::runtime_error {
   int signal_;
 };
 
+/// A failure of an external program (exec:, serve:): its exit status, a timeout, a signal, a missing or
+/// malformed output, an 'error' answer. The code stays invalid_argument for callers that branch on it; the
+/// CLI labels it "error (external codec)" rather than by that code.
+class ExternalCodecError : public Error {
+ public:
+  explicit ExternalCodecError(const std::string& message) : Error(ErrorCode::invalid_argument, message) {}
+};
+
 /// Runs `command` (a shell command line) with the protocol arguments appended, once per request.
 std::unique_ptr<Sampler> make_exec_sampler(const std::string& command, const ExecOptions& options);
 /// Starts `command --serve` once and sends it one request per line (docs/battery.md, serve:).
