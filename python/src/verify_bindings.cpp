@@ -403,12 +403,13 @@ void bind_verify(nb::module_& m) {
           gv.push_back(float_view(gs[i], nth("g", i, count).c_str()));
           require_finite(gv.back().span, i, count);
           sv.push_back(float_view(ss[i], nth("scalars", i, count).c_str()));
-          tv_.push_back(view_of<std::int8_t>(ts[i], nth("trits", i, count).c_str()));
+          tv_.push_back(view_of<std::int8_t>(ts[i], nth("trits", i, count).c_str(), false));  // its shape named first
           // The draws are the rows of trits: trits is named for its own shape, scalars for its count.
           const AnyArray& ta = tv_.back().array;
           const std::size_t d = gv.back().span.size();
           const std::size_t draws = ta.ndim() >= 2 ? ta.shape(0) : (d > 0 ? ta.size() / d : sv.back().span.size());
           check_rows(ta, draws, d, nth("trits", i, count));
+          require_contiguous(tv_.back(), nth("trits", i, count).c_str());
           if (sv.back().span.size() != draws)
             bad_input(nth("scalars", i, count) + " has " + std::to_string(sv.back().span.size()) + " values for the " +
                       std::to_string(draws) + " draws of " + nth("trits", i, count) + " (one scalar per draw)");
@@ -443,7 +444,7 @@ void bind_verify(nb::module_& m) {
         for (std::size_t i = 0; i < count; ++i) {
           gv.push_back(float_view(gs[i], nth("g", i, count).c_str()));
           require_finite(gv.back().span, i, count);
-          FloatView val = float_view(vs[i], nth("values", i, count).c_str());
+          FloatView val = view_of<float>(vs[i], nth("values", i, count).c_str(), false);  // its shape named first
           const std::size_t d = gv.back().span.size();
           // Before anything is allocated per draw: values of shape (1e9, 0) cost no memory.
           if (d == 0) bad_input(nth("g", i, count) + " is empty");
@@ -451,6 +452,7 @@ void bind_verify(nb::module_& m) {
             bad_input(nth("values", i, count) + " must have shape (draws, " + std::to_string(d) +
                       ") or (draws, *g.shape), got 1 dimension");
           check_rows(val.array, std::nullopt, d, nth("values", i, count));
+          require_contiguous(val, nth("values", i, count).c_str());
           std::optional<float> s = scalar_of(scalar, i, count);
           draws.push_back(tv::draws_from_values(val.span, d, static_cast<std::uint32_t>(val.array.shape(0)), s,
                                                 nth("values", i, count)));

@@ -50,8 +50,18 @@ struct View {
   std::span<const T> span;
 };
 
+// Requires a C-contiguous layout and sets the span (view_of with contiguous = false leaves both to this, so a
+// caller can name a wrong shape first: a transposed array is also a non-contiguous one).
 template <typename T>
-View<T> view_of(nb::handle obj, const char* what) {
+void require_contiguous(View<T>& v, const char* what) {
+  if (!c_contiguous(v.array))
+    throw nb::value_error((std::string(what) + " must be C-contiguous (read in place); pass np.ascontiguousarray(x)")
+                              .c_str());
+  v.span = {static_cast<const T*>(v.array.data()), v.array.size()};
+}
+
+template <typename T>
+View<T> view_of(nb::handle obj, const char* what, bool contiguous = true) {
   View<T> v;
   const std::string dt = DtypeName<T>::name;
   if (!nb::try_cast(obj, v.array, false)) {
@@ -81,10 +91,7 @@ View<T> view_of(nb::handle obj, const char* what) {
                           DtypeName<T>::fix + ")")
                              .c_str());
   }
-  if (!c_contiguous(v.array))
-    throw nb::value_error((std::string(what) + " must be C-contiguous (read in place); pass np.ascontiguousarray(x)")
-                              .c_str());
-  v.span = {static_cast<const T*>(v.array.data()), v.array.size()};
+  if (contiguous) require_contiguous(v, what);
   return v;
 }
 

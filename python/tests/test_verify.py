@@ -195,6 +195,13 @@ def test_bad_samples_are_named():
     with pytest.raises(tg.CodecError, match=r"values has shape \(100, 8\), expected \(draws, 100\) \(draws x elements\): "
                                             r"transposed\?"):
         tv.check_values(g, np.ascontiguousarray((s * trits).astype(np.float32).T))
+    # a transposed view (not contiguous either) is named for its shape first, then a non-contiguous array
+    with pytest.raises(tg.CodecError, match=r"values has shape \(100, 8\), .*transposed\?"):
+        tv.check_values(g, (s * trits).astype(np.float32).T)
+    with pytest.raises(tg.CodecError, match=r"trits has shape \(100, 8\), expected"):
+        tv.check_samples(g, trits.T, sc)
+    with pytest.raises(ValueError, match="values must be C-contiguous"):
+        tv.check_values(g, np.asfortranarray((s * trits).astype(np.float32)))
     with pytest.raises(tg.CodecError, match="1 gradients and 2 value arrays"):
         tv.check_values(g, [(s * trits).astype(np.float32)] * 2)
     bad = g.copy()
