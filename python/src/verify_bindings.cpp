@@ -188,6 +188,17 @@ std::string fn_name(nb::handle fn) {
   return py_type_name(fn);
 }
 
+// module.qualname of a function (its qualname alone where the module is __main__ or unknown): how the reproduce line
+// of a run names it.
+std::string module_qualified_name(nb::handle fn) {
+  std::string name = fn_name(fn);
+  if (nb::hasattr(fn, "__module__") && !nb::getattr(fn, "__module__").is_none()) {
+    const std::string module = nb::cast<std::string>(nb::str(fn.attr("__module__")));
+    if (!module.empty() && module != "__main__") name = module + "." + name;
+  }
+  return name;
+}
+
 // A sampler from an implementation name or a Python draw function; *python says which.
 std::unique_ptr<tv::Sampler> sampler_of(nb::handle impl, const std::optional<std::string>& name, bool* python,
                                         double exec_timeout = 300.0) {
@@ -302,7 +313,11 @@ void bind_verify(nb::module_& m) {
         o.progress = progress;
         bool python = false;
         std::unique_ptr<tv::Sampler> s = sampler_of(impl, name, &python, exec_timeout);
-        if (python) return tv::run_battery(*s, o);
+        if (python) {
+          tv::Result r = tv::run_battery(*s, o);
+          r.python_function = module_qualified_name(impl);
+          return r;
+        }
         // The run releases the GIL; between blocks of draws it takes it back to let Python's signal
         // handlers run, so Ctrl-C stops a long run (KeyboardInterrupt) instead of waiting for its end.
         o.poll = [] {

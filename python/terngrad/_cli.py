@@ -301,6 +301,13 @@ def _verify(a, verify):
     return 0 if result.passed else 1
 
 
+def _signal_of(text):
+    """The signal number in "... signal 15 ..." (terngrad.verify.Interrupted's message), else None."""
+    import re
+    m = re.search(r"signal (\d+)", text)
+    return int(m.group(1)) if m else None
+
+
 def _retire_reports(a):
     """A run that ends in an error or is interrupted leaves no report of an earlier run at its --json/--junit
     paths (a pipeline reading them would take the old result for this run's), as `terngrad verify` does:
@@ -321,12 +328,56 @@ def _retire_reports(a):
     return removed
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP during a run: handled as Ctrl-C is (the run stops at its next block of draws, earlier
+    reports are removed), with the signal's exit status 128 + signum."""
+
+    def __init__(self, signum):
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+def _terminate(signum, frame):
+    raise _Terminated(signum)
+
+
+def _catch_termination():
+    """Installs _terminate for SIGTERM and SIGHUP, except where the process started with the signal ignored
+    (nohup, a script's background job): returns the handlers to restore."""
+    import signal
+    saved = {}
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is None:
+            continue
+        old = signal.getsignal(sig)
+        if old is signal.SIG_IGN:
+            continue
+        saved[sig] = old
+        signal.signal(sig, _terminate)
+    return saved
+
+
 def main(argv=None):
+    import signal
     from . import verify
 
     argv = sys.argv[1:] if argv is None else list(argv)
     command = f"{PROG} verify" if argv[:1] == ["verify"] else PROG
     parser = build_parser(verify)
+    saved = _catch_termination() if threading_is_main() else {}
+    try:
+        return _main(argv, command, parser, verify)
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
+
+
+def threading_is_main():
+    import threading
+    return threading.current_thread() is threading.main_thread()
+
+
+def _main(argv, command, parser, verify):
     a = None
     try:
         a = parser.parse_args(argv)
@@ -340,8 +391,9 @@ def main(argv=None):
         line, rc = f"{command}: error: {e}", 2
     except (ValueError, TypeError, OSError) as e:  # input errors (terngrad.CodecError is a ValueError), unwritable outputs
         line, rc = f"{command}: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", 2
-    except KeyboardInterrupt as e:  # includes terngrad.verify.Interrupted (SIGINT/SIGTERM during an exec: run)
-        line, rc = f"{command}: interrupted{': ' + str(e) if str(e) else ''}; no report written", 130
+    except KeyboardInterrupt as e:  # Ctrl-C, _Terminated, terngrad.verify.Interrupted (a signal during an exec: run)
+        signum = getattr(e, "signum", None) or _signal_of(str(e))
+        line, rc = f"{command}: interrupted{': ' + str(e) if str(e) else ''}; no report written", 128 + (signum or 2)
     removed = _retire_reports(a) if a is not None else []
     if removed:  # said on the same line: one line on stderr
         line += "; removed %s, %s of an earlier run (this run wrote none)" % (

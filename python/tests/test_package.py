@@ -134,6 +134,34 @@ def test_a_run_ending_in_an_error_leaves_no_earlier_report(tmp_path):
     assert not target.exists() and (tmp_path / "link.json").is_symlink()
 
 
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_an_interrupted_run_leaves_no_earlier_report(tmp_path, signame):
+    # as `terngrad verify` does: Ctrl-C, a CI runner's SIGTERM or a closed terminal's SIGHUP in the middle of a run of
+    # a built-in implementation stops it, removes the earlier report and ends with 128 + the signal's number
+    import os
+    import signal
+    sig = getattr(signal, signame)
+    old_json = tmp_path / "r.json"
+    old_json.write_text("a report of an earlier run\n")
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(tg.__file__).resolve().parent.parent) + os.pathsep +
+               os.environ.get("PYTHONPATH", ""))
+    # its own session: the signal reaches this run alone, and SIGINT is not ignored as in a background job
+    p = subprocess.Popen([sys.executable, "-m", "terngrad", "verify", "--profile", "full", "--json", str(old_json)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    first = p.stderr.readline()  # the first progress line, 3 s in: the run is under way, its handlers installed
+    assert first.startswith("verify:"), first
+    p.send_signal(sig)
+    try:
+        err = first + p.stderr.read()
+        rc = p.wait(timeout=60)
+    finally:
+        p.kill()
+    assert rc == 128 + sig, (rc, err)
+    assert f"removed {old_json}, a report of an earlier run" in err, err
+    assert not old_json.exists()
+
+
 def test_verify_json_dash_is_stdout(tmp_path):
     r = cli("verify", "--profile", "quick", "--no-progress", "--skip", "streams,collision,cross,aggregate,independence",
             "--json", "-", cwd=tmp_path)

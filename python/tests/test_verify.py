@@ -295,8 +295,11 @@ def test_run_on_a_function_with_its_own_random_numbers():
     few = ["streams", "collision", "clipping", "layerwise", "aggregate"]
     r = tv.run(unseeded, profile="quick", skip=few)
     assert "structure" in r.failed_checks and "again with the same key" in r.table()
-    r = tv.run(unseeded, profile="quick", skip=few, reproducible=False)
+    r = tv.run(unseeded, profile="quick", skip=few, reproducible=False, name="my-codec")
     assert r.passed, r.table()
+    # the reproduce line is the call, naming the function (not the report name, which no command takes) and the flag
+    assert (f"reproduce: terngrad.verify.run({__name__}.{unseeded.__qualname__}, profile='quick', seed=20171204, "
+            f"skip='{','.join(sorted(few))}'.split(','), reproducible=False)") in r.summary(), r.summary()
 
 
 def test_compare_names_and_functions_bit_for_bit():

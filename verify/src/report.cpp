@@ -151,14 +151,21 @@ std::string format_summary(const Result& res) {
     for (const auto& s : res.options.skip) skip += (skip.empty() ? "" : ",") + s;
     for (const auto& s : res.options.supports) sup += (sup.empty() ? "" : ",") + s;
     const unsigned long long seed = res.options.seed;
-    if (res.impl.rfind("python:", 0) == 0)  // a Python draw function: the call, not a command line
-      out += strf("reproduce: terngrad.verify.run(%s, profile='%s', seed=%llu%s%s%s%s)\n", res.impl.substr(7).c_str(),
-                  P.name.c_str(), seed, skip.empty() ? "" : ", skip='", skip.c_str(), skip.empty() ? "" : "'.split(',')",
-                  sup.empty() ? "" : (", supports='" + sup + "'.split(',')").c_str());
-    else
-      out += strf("reproduce: terngrad verify --impl '%s' --profile %s --seed %llu%s%s%s%s\n", res.impl.c_str(),
+    const bool unseeded = !res.options.reproducible;
+    const std::size_t module_colon = res.impl.rfind("python:", 0) == 0 ? res.impl.find(':', 7) : std::string::npos;
+    if (module_colon != std::string::npos)  // python:MODULE:FUNCTION, as `python -m terngrad verify --impl` takes it
+      out += strf("reproduce: python -m terngrad verify --impl '%s' --profile %s --seed %llu%s%s%s%s\n", res.impl.c_str(),
                   P.name.c_str(), seed, skip.empty() ? "" : " --skip ", skip.c_str(), sup.empty() ? "" : " --supports ",
                   sup.c_str());
+    else if (!res.python_function.empty() || res.impl.rfind("python:", 0) == 0)  // a draw function: the call
+      out += strf("reproduce: terngrad.verify.run(%s, profile='%s', seed=%llu%s%s%s%s%s)\n",
+                  (res.python_function.empty() ? res.impl.substr(7) : res.python_function).c_str(), P.name.c_str(), seed,
+                  skip.empty() ? "" : ", skip='", skip.c_str(), skip.empty() ? "" : "'.split(',')",
+                  sup.empty() ? "" : (", supports='" + sup + "'.split(',')").c_str(), unseeded ? ", reproducible=False" : "");
+    else
+      out += strf("reproduce: terngrad verify --impl '%s' --profile %s --seed %llu%s%s%s%s%s\n", res.impl.c_str(),
+                  P.name.c_str(), seed, skip.empty() ? "" : " --skip ", skip.c_str(), sup.empty() ? "" : " --supports ",
+                  sup.c_str(), unseeded ? " --unseeded" : "");
   }
   return out;
 }

@@ -52,7 +52,7 @@ with tempfile.TemporaryDirectory() as tmp:
     # unclipped draws checked with --clip
     expect("were these draws clipped (--clip clip or saturate, --c 2.5)?" in out, f"hint, no --clip:\n{out}")
     rc, out, _ = run("--samples", tmp / "g.npy", tmp / "good.npy", "--clip", "clip", "--c", "3")
-    expect(rc == 1 and "the scalar is 2.5 sigma, not c = 3 sigma: was c = 2.5 used?" in out, f"hint, --c 3:\n{out}")
+    expect(rc == 1 and "the scalar is c sigma with c = 2.5, not the c = 3 checked: was c = 2.5 used?" in out, f"hint, --c 3:\n{out}")
     np.save(tmp / "unclipped.npy", nc.ternarize(g.ravel(), 7, 0, 0, 0, 16, "none", 2.5))
     rc, out, _ = run("--samples", tmp / "g.npy", tmp / "unclipped.npy", "--clip", "saturate")
     expect(rc == 1 and "the scalar is max|g|, as without clipping: were these draws made with clipping none?" in out,

@@ -1872,6 +1872,47 @@ TEST(Battery, AMaximumOverPartOfTheTensorIsNamedAsSuch) {
   EXPECT_TRUE(any_detail(r, "a maximum over part of the tensor?")) << format_table(r);
   EXPECT_FALSE(any_detail(r, "were these draws clipped")) << format_table(r);
   EXPECT_TRUE(row_with_id(r, "structure/fresh gradients").pass) << format_table(r);
+  // the tails row, whose first cases put max|g| at the last element, names the prefix there too
+  const Row tails = row_with_id(r, "structure/tails");
+  EXPECT_NE(tails.detail.find("maximum |g| = 1.25 at the last element: scalar"), std::string::npos) << tails.detail;
+  EXPECT_NE(tails.detail.find("a maximum over part of the tensor?"), std::string::npos) << tails.detail;
+  EXPECT_EQ(tails.detail.find("max(g) where"), std::string::npos) << tails.detail;
+}
+
+// A scalar below max|g| that is another scale: 4 mean|g| is named as such (it was read as "clipped at c = 3.19?",
+// a c made from the ratio alone); c sigma for a round c is read as clipping; a ratio that is neither gets the
+// ratios and no guess.
+TEST(Battery, AScaleOtherThanMaxAbsIsNamedAndClippingOnlyWhereTheBoundFits) {
+  Options o = small_options(1024, 4, 4, all_checks_but({"structure"}));
+  o.supports = {"none", "spec-stream"};
+  auto scaled = [&](const char* name, std::function<float(std::span<const float>)> scalar) {
+    RewritingSampler s(name, [scalar](const DrawRequest& r) {
+      DrawRequest q = r;
+      if (!r.scalar && !r.g.empty()) q.scalar = scalar(r.g);
+      return q;
+    });
+    return run_battery(s, o);
+  };
+  const Result mean4 = scaled("4-mean-abs", [](std::span<const float> g) {
+    double a = 0.0;
+    for (float x : g) a += std::fabs(static_cast<double>(x));
+    return static_cast<float>(4.0 * a / static_cast<double>(g.size()));
+  });
+  EXPECT_TRUE(failed(mean4, "structure")) << format_table(mean4);
+  EXPECT_TRUE(any_detail(mean4, "the scalar is 4 x mean |g| (")) << format_table(mean4);
+  EXPECT_TRUE(any_detail(mean4, "a scale other than TernGrad's max|g|?")) << format_table(mean4);
+  const Result sigma3 = scaled("3-sigma", [](std::span<const float> g) {
+    return static_cast<float>(3.0 * reference_codec().moments(g).sigma);
+  });
+  EXPECT_TRUE(any_detail(sigma3, "were these draws clipped (--clip clip or saturate, --c 3)?")) << format_table(sigma3);
+  const Result odd = scaled("0.6180339-max", [](std::span<const float> g) {
+    float top = 0.0f;
+    for (float x : g) top = std::max(top, std::fabs(x));
+    return 0.6180339f * top;
+  });
+  EXPECT_TRUE(failed(odd, "structure")) << format_table(odd);
+  EXPECT_TRUE(any_detail(odd, "none of them c sigma for a c of two decimals")) << format_table(odd);
+  EXPECT_FALSE(any_detail(odd, "were these draws clipped")) << format_table(odd);
 }
 
 // Codecs that report another scalar with the reference's trits: the structure row fails and names what the scalar
@@ -2015,6 +2056,11 @@ TEST(ScalarHint, NamesWhatAWrongScalarIs) {
   const std::vector<float> g = {1.0f, -2.0f, 0.5f};
   Params none;
   EXPECT_NE(sign_max_hint(g, 1.0f).find("the scalar is max g, the largest positive element"), std::string::npos);
+  // 1 is also the largest |g| of the prefix {1}: both readings, since one tensor cannot tell them apart
+  EXPECT_NE(sign_max_hint(g, 1.0f).find(" Or the scalar is the largest |g| among the first 1 of 3 elements"),
+            std::string::npos);
+  EXPECT_EQ(partial_max_hint(std::vector<float>{-2.0f, 1.0f}, 1.0f), "");  // a larger |g| comes first
+  EXPECT_EQ(sign_max_hint(std::vector<float>{-2.0f, 1.0f}, 1.0f).find(" Or "), std::string::npos);
   EXPECT_EQ(sign_max_hint(g, 2.0f), "");  // max|g| itself
   EXPECT_EQ(sign_max_hint(g, 0.5f), "");
   const std::vector<float> h = {3.0f, -2.0f};
@@ -2660,25 +2706,34 @@ TEST(Battery, LargeTensorsFindChunkedStreamsAndScalars) {
 // Step 2i+1's elements k < d - floor(d/2) take (u + 0.3 mod 1) of step 2i's element k + floor(d/2): right
 // marginals, no equal or complemented runs (collision), no same-coordinate correlation (streams), but a
 // mask correlation of about -0.2 between those coordinates.
-class HalfShiftSampler : public Sampler {
+// The spec's 32-bit uniforms of key k for d elements (element e: word e % 4 of Philox block e / 4).
+std::vector<std::uint32_t> spec_uniforms(const StreamKey& k, std::size_t d) {
+  std::vector<std::uint32_t> u(d);
+  for (std::size_t e = 0; e < d; e += 4) {
+    PhiloxBlock b = philox_block(k, static_cast<std::uint32_t>(e / 4));
+    for (std::size_t l = 0; l < 4 && e + l < d; ++l) u[e + l] = b[static_cast<int>(l)];
+  }
+  return u;
+}
+
+// The spec's codec with its uniforms edited per key before the keep test (edit(key, u)): stream defects.
+class UniformEditSampler : public Sampler {
  public:
-  std::string name() const override { return "half-shift"; }
+  using Edit = std::function<void(const StreamKey&, std::vector<std::uint32_t>&)>;
+  UniformEditSampler(std::string name, Edit edit) : name_(std::move(name)), edit_(std::move(edit)) {}
+  std::string name() const override { return name_; }
   Draws draw(const DrawRequest& r) override {
-    const std::size_t d = r.g.size(), h = d / 2;
-    const ScalarRule rule = own_rule(reference_codec(), r.g, r.params, r.key.tensor);
+    const std::size_t d = r.g.size();
+    const ScalarRule rule = r.scalar ? make_rule(*r.scalar, clip_bound(reference_codec(), r.g, r.params))
+                                     : own_rule(reference_codec(), r.g, r.params, r.key.tensor);
     Draws out;
     out.d = d;
     out.steps = r.steps;
     for (std::uint32_t j = 0; j < r.steps; ++j) {
       StreamKey k = r.key;
       k.step = r.key.step + j;
-      std::vector<std::uint32_t> u = uniforms(k, d);
-      if (k.step % 2 == 1) {
-        StreamKey prev = k;
-        prev.step -= 1;
-        const std::vector<std::uint32_t> before = uniforms(prev, d);
-        for (std::size_t e = 0; e + h < d; ++e) u[e] = before[e + h] + 0x4CCCCCCDu;  // + 0.3 mod 1
-      }
+      std::vector<std::uint32_t> u = spec_uniforms(k, d);
+      edit_(k, u);
       for (std::size_t e = 0; e < d; ++e) out.trits.push_back(static_cast<std::int8_t>(ternarize_element(r.g[e], rule, u[e])));
       out.scalars.push_back(rule.scalar);
     }
@@ -2686,15 +2741,77 @@ class HalfShiftSampler : public Sampler {
   }
 
  private:
-  static std::vector<std::uint32_t> uniforms(const StreamKey& k, std::size_t d) {
-    std::vector<std::uint32_t> u(d);
-    for (std::size_t e = 0; e < d; e += 4) {
-      PhiloxBlock b = philox_block(k, static_cast<std::uint32_t>(e / 4));
-      for (std::size_t l = 0; l < 4 && e + l < d; ++l) u[e + l] = b[static_cast<int>(l)];
-    }
-    return u;
-  }
+  std::string name_;
+  Edit edit_;
 };
+
+class HalfShiftSampler : public UniformEditSampler {
+ public:
+  HalfShiftSampler()
+      : UniformEditSampler("half-shift", [](const StreamKey& k, std::vector<std::uint32_t>& u) {
+          if (k.step % 2 == 0) return;
+          StreamKey prev = k;
+          prev.step -= 1;
+          const std::size_t d = u.size(), h = d / 2;
+          const std::vector<std::uint32_t> before = spec_uniforms(prev, d);
+          for (std::size_t e = 0; e + h < d; ++e) u[e] = before[e + h] + 0x4CCCCCCDu;  // + 0.3 mod 1
+        }) {}
+};
+
+// One uniform for each group of 4 neighbouring elements (word 0 of each Philox block used for all four): the
+// spec's keep probabilities, masks whose bits come in runs.
+class GroupedUniformSampler : public UniformEditSampler {
+ public:
+  GroupedUniformSampler()
+      : UniformEditSampler("one-uniform-per-4", [](const StreamKey&, std::vector<std::uint32_t>& u) {
+          for (std::size_t e = 0; e < u.size(); ++e) u[e] = u[e - e % 4];
+        }) {}
+};
+
+// Its masks are not independent, and on the p = 1/2 probe their windows repeat by chance between streams that share
+// nothing (72 bits in runs of 4 hold 18 coins): the collision row fails (rightly) and names the lag correlation, not
+// "streams reused"; a stream reused whole still reads "streams reused" (the reuse tests here).
+TEST(Battery, CollisionNamesALagCorrelationRatherThanReuse) {
+  Options o = small_options(4096, 16, 4, all_checks_but({"collision"}));
+  GroupedUniformSampler bad;
+  const Result r = run_battery(bad, o);
+  const Row row = row_with_id(r, "collision/p=1/2 probe");
+  EXPECT_FALSE(row.pass) << format_table(r);
+  EXPECT_TRUE(row.detail.starts_with("mask bits repeat: ")) << row.detail;
+  EXPECT_NE(row.detail.find("but the masks' bits are correlated at lag 1 (z = +"), std::string::npos) << row.detail;
+  EXPECT_TRUE(row_failed(r, "collision/p=1/2 probe/every lag")) << format_table(r);
+}
+
+// Keep rates off the spec's p, the same in every draw (elements from d/2 on never kept), make the streams rows'
+// centred masks correlated with no stream shared: the rows fail (the codec is wrong) and say that the bias accounts
+// for it. A stream shared by the workers (the worker id ignored) gets no such note.
+TEST(Battery, StreamsNameABiasRatherThanReuse) {
+  Options o = small_options(4096, 64, 4, all_checks_but({"streams"}));
+  auto workers_row = [](const Result& r) {
+    for (const Row& w : r.rows)
+      if (w.id.starts_with("streams/") && w.id.find("workers 0,1") != std::string::npos) return w;
+    ADD_FAILURE() << "no streams row for workers 0,1";
+    return Row{};
+  };
+  ValuesSampler half("second-half-never-kept", [](std::vector<float>& v, const Draws& d) {
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (i % d.d >= d.d / 2) v[i] = 0.0f;
+  });
+  const Result r = run_battery(half, o);
+  const Row w = workers_row(r);
+  EXPECT_FALSE(w.pass) << format_table(r);
+  EXPECT_NE(w.detail.find("the keep probabilities are off (the unbiased rows say where), not a stream reused"),
+            std::string::npos) << w.detail;
+  RewritingSampler shared("worker-id-ignored", [](const DrawRequest& q0) {
+    DrawRequest q = q0;
+    q.key.worker = 0;
+    return q;
+  });
+  const Result rs = run_battery(shared, o);
+  const Row s = workers_row(rs);
+  EXPECT_FALSE(s.pass) << format_table(rs);
+  EXPECT_EQ(s.detail.find("keep rates"), std::string::npos) << s.detail;
+}
 
 TEST(Battery, StreamsFindUniformsHandedOnAtAnOffset) {
   const std::set<std::string> skip = all_checks_but({"streams"});
@@ -2705,6 +2822,7 @@ TEST(Battery, StreamsFindUniformsHandedOnAtAnOffset) {
   for (const auto& row : r.rows)
     if (row.kind == "stat") {
       EXPECT_EQ(row.pass, row.id.find("at +d/2") == std::string::npos) << row.id;
+      EXPECT_EQ(row.detail.find("keep rates"), std::string::npos) << row.detail;  // p is the spec's: no bias note
     }
   auto ref = make_sampler("reference", {});
   EXPECT_TRUE(run_battery(*ref, o).pass());

@@ -128,6 +128,19 @@ std::string precision_hint(float scalar, float spec) {
   return {};
 }
 
+std::string partial_max_hint(std::span<const float> g, float scalar) {
+  std::size_t first_equal = g.size(), first_above = g.size();
+  for (std::size_t k = 0; k < g.size() && first_above == g.size(); ++k) {
+    const float a = std::fabs(g[k]);
+    if (a == scalar && first_equal == g.size()) first_equal = k;
+    if (a > scalar) first_above = k;
+  }
+  if (!(first_equal < first_above && first_above < g.size())) return {};
+  return strf("the scalar is the largest |g| among the first %zu of %zu elements (element %zu, |g| = %.9g, is larger): "
+              "a maximum over part of the tensor?",
+              first_above, g.size(), first_above, static_cast<double>(std::fabs(g[first_above])));
+}
+
 std::string sign_max_hint(std::span<const float> g, float scalar) {
   if (!(scalar > 0.0f)) return {};
   float pos = 0.0f, neg = 0.0f;
@@ -135,13 +148,17 @@ std::string sign_max_hint(std::span<const float> g, float scalar) {
     if (x > 0.0f) pos = std::max(pos, x);
     if (x < 0.0f) neg = std::max(neg, -x);
   }
+  std::string h;
   if (scalar == pos && neg > pos)
-    return "; the scalar is max g, the largest positive element, and max|g| lies at a negative one: max(g) where "
-           "max(|g|) was meant?";
-  if (scalar == neg && pos > neg)
-    return "; the scalar is -min g, the magnitude of the most negative element, and max|g| lies at a positive one: "
-           "-min(g) where max(|g|) was meant?";
-  return {};
+    h = "; the scalar is max g, the largest positive element, and max|g| lies at a negative one: max(g) where "
+        "max(|g|) was meant?";
+  else if (scalar == neg && pos > neg)
+    h = "; the scalar is -min g, the magnitude of the most negative element, and max|g| lies at a positive one: "
+        "-min(g) where max(|g|) was meant?";
+  else
+    return {};
+  if (std::string p = partial_max_hint(g, scalar); !p.empty()) h += " Or " + p;
+  return h;
 }
 
 std::string norm_hint(std::span<const float> g, float scalar) {

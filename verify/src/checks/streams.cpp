@@ -65,12 +65,17 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
     return s;
   };
   double S[4] = {0, 0, 0, 0};
+  std::vector<std::uint32_t> kept(d, 0);  // element k kept in how many of worker 0's n draws (for the note below)
   std::uint32_t chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(c.sampler.max_request_elements() / d, 2, n));
   chunk -= chunk % 2;
   for (std::uint32_t j0 = 0; j0 < n; j0 += chunk) {
     const std::uint32_t cnt = std::min(chunk, n - j0);
     Draws w0 = c.sampler.draw({L.g, params, {stream_seed, 0, 0, j0}, cnt, std::nullopt});
     if (!centred) centre(w0.scalars[0]);
+    for (std::uint32_t j = 0; j < cnt; ++j) {
+      const std::span<const std::int8_t> row = w0.row(j);
+      for (std::size_t k = 0; k < d; ++k) kept[k] += row[k] != 0;
+    }
     // pairs of consecutive steps (2i, 2i+1): disjoint, so the pair products are independent
     for (std::uint32_t j = 0; j + 1 < cnt; j += 2) {
       S[0] += prod(w0.row(j), w0.row(j + 1));
@@ -87,6 +92,15 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
     c.progress.add(2.0 * cnt * d, "streams");
   }
   const double pairs = n / 2;
+  // A keep rate q_k off the spec's p_k, the same in every draw, gives each product the mean (q_k - p_k)(q_k' - p_k')
+  // with no reused stream at all. Its part of each sum is estimated from worker 0's n draws: (qh_k - p_k)^2 less
+  // qh_k (1 - qh_k) / (n - 1) estimates (q_k - p_k)^2 without bias; elements k and k + h are different coins.
+  double bias_same = 0.0, bias_shift = 0.0;
+  for (std::size_t k = 0; k < d; ++k) {
+    const double q = static_cast<double>(kept[k]) / n;
+    bias_same += (q - p[k]) * (q - p[k]) - q * (1.0 - q) / (n - 1.0);
+    if (k + h < d) bias_shift += (q - p[k]) * (static_cast<double>(kept[k + h]) / n - p[k + h]);
+  }
   for (int i = 0; i < 4; ++i) {
     Row r = stat_row(c, "streams", G.family, kStreamPairs[i]);
     const double V = pairs * (i == 3 ? sh2 : sv2);
@@ -103,6 +117,16 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
                       : strf("%s: sum over %.0f pairs of draws and %zu coordinates of (b_k - p_k)(b'_k - p_k), b the keep "
                              "masks (independent terms in [-1,1]); catches a partly reused stream", kStreamPairs[i], pairs, d);
     mark_rejected(r);
+    if (!r.pass && E > 0) {
+      const double from_bias = pairs * (i == 3 ? bias_shift : bias_same) / E, corr = S[i] / E;
+      if (std::fabs(corr - from_bias) <= o.threshold / E)
+        r.detail += strf("; the keep rates are not the spec's p, the same in every draw: per element, (observed rate - "
+                         "p)^2 accounts for corr %+.4f of it, and the rest, %+.4f, lies within the threshold: the keep "
+                         "probabilities are off (the unbiased rows say where), not a stream reused",
+                         from_bias, corr - from_bias);
+      else if (std::fabs(from_bias) > o.threshold / E)
+        r.detail += strf("; of it, keep rates off the spec's p (the same in every draw) account for corr %+.4f", from_bias);
+    }
     c.rows.push_back(r);
   }
 }
@@ -313,6 +337,7 @@ struct ProbeScan {
   std::uint64_t repeats = 0, windows = 0;
   bool stopped = false;
   std::string first;
+  std::size_t longest = 0;  // the longest repeated run found
 };
 
 ProbeScan probe_and_scan(Ctx& c, const std::vector<float>& g, const Params& params, std::optional<float> scalar,
@@ -372,6 +397,7 @@ ProbeScan probe_and_scan(Ctx& c, const std::vector<float>& g, const Params& para
           const std::size_t run = back + 64 + fwd;
           if (run < min_run) continue;
           seen.push_back(diag);
+          P.longest = std::max(P.longest, run);
           // The first finding is named; a later one of the same two streams at a smaller distance replaces it (a
           // stream that repeats every 2^16 bits is found first where its run starts at bit 0, maybe at 2^17).
           const std::uint64_t dist = j > j2 ? j - j2 : j2 - j;
@@ -513,6 +539,7 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   const std::vector<ProbePass> passes = probe_passes(c.opt);
   std::vector<ProbeStream> streams;  // the base pass's, for the long probe
   std::uint64_t repeats = 0, windows = 0;
+  std::size_t longest_run = 0;  // the longest repeated run of any pass or of the long probe
   bool stopped = false;
   std::string first, pass_names;
   double coin_bound = 0.0, scan_bound = 0.0;
@@ -579,7 +606,8 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
       r.power = strf("any reuse of >= %zu mask bits", min_run);
       r.pass = false;
       r.detail = strf("clip %s: the probe (every |g| = s/2, so p = 1/2) was kept in a fraction %.4f of %.0f draws: the "
-                      "keep rule or the scalar is not the spec's (see structure), so stream reuse cannot be judged",
+                      "keep probabilities are not the spec's (its keep rule, its scalar, or elements left out: the "
+                      "structure and unbiased rows say which), so stream reuse cannot be judged",
                       name.c_str(), frac, P.bits);
       mark_rejected(r);
       c.rows.push_back(r);
@@ -607,6 +635,7 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
     const double places = static_cast<double>(P.streams.size()) * static_cast<double>(gp.size());
     scan_bound += 2.0 * places * places * std::ldexp(1.0, -static_cast<int>(min_run));
     if (P.repeats && repeats == 0) first = "clip " + name + ": " + P.first;
+    longest_run = std::max(longest_run, P.longest);
     repeats += P.repeats, windows += P.windows, stopped |= P.stopped;
     if (pi == 0) streams = std::move(P.streams);
   }
@@ -748,6 +777,7 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
           ++long_compares;
           const std::uint64_t* b = rows.data() + static_cast<std::size_t>(it->second) * words;
           if (!agree_from_64(a, b, m, flip)) continue;
+          longest_run = std::max(longest_run, m - 64);
           if (long_findings++ == 0 && repeats == 0) {
             const StreamKey &x = key_of[j], &y = key_of[it->second];
             const char* how = flip ? "are complements" : "are equal";
@@ -773,6 +803,13 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   const double bound = scan_bound + coin_bound +
                        (H ? (2.0 * static_cast<double>(streams.size()) * Rd + Rd * Rd) * std::ldexp(1.0, -static_cast<int>(m - 64))
                           : 0.0);
+  // The lag scan's decision: Bonferroni over every lag of every pass, Hoeffding for each. Its share: the small
+  // pass's coin bound, then Hoeffding at each lag (Bonferroni over the lags).
+  const double tests = std::max(1.0, lag_tests);
+  const double share = std::max(c.alpha - small_coin_bound, c.alpha / 2);
+  const double t = std::sqrt(2.0 * std::log(2.0 * tests / share));
+  const double zabs = std::fabs(worst_lag.z);
+  const bool small_fair = std::fabs(small_fraction - 0.5) <= 0.05;
   Row r = stat_row(c, "collision", "p=1/2 probe");
   if (stopped && repeats == 0) {
     repeats = 1;
@@ -785,8 +822,21 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   r.pvalue = repeats ? strf("p <= %.2g", bound) : "p = 1 (no repeat)";
   r.power = strf("any reuse of >= %zu mask bits, as they are or complemented", min_run);
   r.pass = repeats == 0;
-  const char* lead = first.find(kUnfairLead) == std::string::npos ? "streams reused: " : "mask bits repeat: ";
-  r.detail = repeats ? lead + first + (repeats > 1 ? strf(" (and %llu more)", static_cast<unsigned long long>(repeats - 1)) : "")
+  // Mask bits correlated at a short lag (bits that come in equal pairs hold half the randomness) repeat by chance
+  // over runs this long: the lag row names that, and a repeat may be no reused stream. Said only where every repeat
+  // is shorter than twice the threshold and the lag is short (at most 16: neighbouring elements), which a reuse
+  // is not: a stream reused whole, or runs of uniforms reused at an offset (the lag is the offset, 72 or more for a
+  // run the scan finds), also fail the lag row, through their copies.
+  const std::string lag_note =
+      repeats && longest_run < 2 * min_run && small_fair && worst_lag.lag && worst_lag.lag <= 16 && zabs > t &&
+              first.find(kUnfairLead) == std::string::npos
+          ? strf("; but the masks' bits are correlated at lag %zu (z = %+.2f, the lag row below): bits that are not "
+                 "independent repeat by chance over runs this long, so the repeat may come from that correlation (the "
+                 "same uniform for neighbouring elements?) rather than from a reused stream",
+                 worst_lag.lag, worst_lag.z)
+          : "";
+  const char* lead = first.find(kUnfairLead) == std::string::npos && lag_note.empty() ? "streams reused: " : "mask bits repeat: ";
+  r.detail = repeats ? lead + first + lag_note + (repeats > 1 ? strf(" (and %llu more)", static_cast<unsigned long long>(repeats - 1)) : "")
                      : strf("%zu streams of %zu mask bits (%zu keys: steps 0..3 x workers 0..3 x tensors 0..1, steps "
                             "near 2^16, 2^31 and 2^32, workers and tensors up to 2^32-1, powers of ten from 10 to 10^9 as "
                             "steps, tensors and workers, seeds differing in the high word) in each of %zu passes, and %s (clip %s), each pass scanned on its own; %llu windows at every "
@@ -804,15 +854,9 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
                             bound);
   c.rows.push_back(r);
 
-  // The lag scan's decision: Bonferroni over every lag of every pass, Hoeffding for each.
+  // The lag scan's decision (the row after this one).
   Row lag = stat_row(c, "collision", "p=1/2 probe", "every lag");
-  const double tests = std::max(1.0, lag_tests);
-  // Its share: the small pass's coin bound, then Hoeffding at each lag (Bonferroni over the lags).
-  const double share = std::max(c.alpha - small_coin_bound, c.alpha / 2);
-  const double t = std::sqrt(2.0 * std::log(2.0 * tests / share));
   const double t_beta = std::sqrt(2.0 * std::log(1.0 / c.opt.profile.beta));
-  const double zabs = std::fabs(worst_lag.z);
-  const bool small_fair = std::fabs(small_fraction - 0.5) <= 0.05;
   const std::size_t lags = scanned_lags(d);
   lag.statistic = !small_fair     ? strf("small pass kept fraction %.4f", small_fraction)
                   : worst_lag.lag ? strf("largest |z| %.2f (lag %zu, %s)", zabs, worst_lag.lag,

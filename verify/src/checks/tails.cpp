@@ -45,6 +45,8 @@ struct ScalarReading {
 ScalarReading read_scalar(std::span<const float> g, const Params& params, float got, float spec, const Draws& dr) {
   std::string h = specific_scalar_hint(g, got, spec, true);
   if (!h.empty()) return {h, true};
+  // a maximum over a prefix: the cases with max|g| at the last element show it (checked before the other places)
+  if (h = partial_max_hint(g, got); !h.empty()) return {"; " + h, true};
   if (params.clip != ClipMode::none && dr.d == g.size() && !dr.trits.empty()) {
     float max_abs = 0.0f;
     for (float x : g) max_abs = std::max(max_abs, std::fabs(x));

@@ -292,6 +292,65 @@ std::vector<std::string> plan_job(const JobSpec& job) {
 
 namespace {
 
+// A scalar below max|g| that is no element's magnitude: c sigma for a c of two decimals, within the clip bound's
+// tolerance (clip_bound_ulps), reads as clipping (under --clip none: were the draws clipped? under clipping: was
+// another c used?); a multiple with one decimal (0.1 .. 10) of the root mean square, of mean |g|, of ||g||_2 or of
+// ||g||_1, within 1e-5 (another summation order in float32 moves them far less), as another scale. The closest
+// reading comes first, a second one within its tolerance follows ("or"), and with none the measured ratios are
+// given: a guess is never made from a ratio alone (4 mean|g| is 0.73 sigma on one gradient and 3.19 on another).
+std::string scale_hint(std::span<const float> g, float scalar, float max_abs, const Params& params) {
+  const Moments mo = reference_codec().moments(g);
+  double l1 = 0.0, l2 = 0.0;
+  for (float x : g) {
+    const double a = std::fabs(static_cast<double>(x));
+    l1 += a, l2 += a * a;
+  }
+  const double n = static_cast<double>(g.size()), v = static_cast<double>(scalar);
+  struct Reading {
+    double distance;  // relative
+    std::string text;
+  };
+  std::vector<Reading> found;
+  if (mo.sigma > 0.0) {
+    const double c = std::nearbyint(v / mo.sigma * 100.0) / 100.0;
+    const float bound = static_cast<float>(c * mo.sigma);
+    // in ulps as the clip bound's window, and relatively too: among subnormal numbers an ulp is a large step
+    if (c > 0.0 && ulp_distance(scalar, bound) <= clip_bound_ulps(g.size()) + 1 &&
+        std::fabs(v - c * mo.sigma) <= 1e-5 * c * mo.sigma) {
+      std::string t = params.clip == ClipMode::none
+                          ? strf("the scalar is c sigma with c = %.3g (within the clip bound's tolerance), below max|g| "
+                                 "%.9g: were these draws clipped (--clip clip or saturate, --c %.3g)?",
+                                 c, static_cast<double>(max_abs), c)
+                          : (std::fabs(c - params.c) > 1e-9 * params.c
+                                 ? strf("the scalar is c sigma with c = %.3g, not the c = %.4g checked: was c = %.3g used?",
+                                        c, params.c, c)
+                                 : std::string());
+      if (!t.empty()) found.push_back({std::fabs(v - c * mo.sigma) / (c * mo.sigma), t});
+    }
+  }
+  const struct {
+    double value;
+    const char* name;
+  } scales[] = {{std::sqrt(l2 / n), "the root mean square of g"}, {l1 / n, "mean |g|"}, {std::sqrt(l2), "||g||_2"},
+                {l1, "||g||_1"}};
+  for (const auto& sc : scales) {
+    if (!(sc.value > 0.0)) continue;
+    const double k = std::nearbyint(v / sc.value * 10.0) / 10.0;
+    if (k < 0.1 || k > 10.0 || std::fabs(v - k * sc.value) > 1e-5 * k * sc.value) continue;
+    found.push_back({std::fabs(v - k * sc.value) / (k * sc.value),
+                     strf("the scalar is %.2g x %s (%.9g), below max|g| %.9g: a scale other than TernGrad's max|g|?", k,
+                          sc.name, k * sc.value, static_cast<double>(max_abs))});
+  }
+  std::sort(found.begin(), found.end(), [](const Reading& a, const Reading& b) { return a.distance < b.distance; });
+  if (found.size() >= 2) return "; " + found[0].text + " Or " + found[1].text;
+  if (found.size() == 1) return "; " + found[0].text;
+  if (!(mo.sigma > 0.0) || !(l1 > 0.0)) return {};
+  return strf("; the scalar %.9g is below max|g| %.9g and no element's magnitude: it is %.4g sigma, %.4g x the root mean "
+              "square of g and %.4g x mean |g|, none of them c sigma for a c of two decimals (a clip bound) or a round "
+              "multiple: a scale other than max|g|?",
+              v, static_cast<double>(max_abs), v / mo.sigma, v / std::sqrt(l2 / n), v / (l1 / n));
+}
+
 // What a wrong scalar of a tensor with its own scalar most often means, said with the scalar's mismatch: the
 // draws were made under another clipping rule than the one checked (a sigma over n - 1, without the mean, of |g|,
 // a float32 sum of squares out of range: sigma_rule_hint; a maximum over part of the tensor; a codec that ignores
@@ -302,31 +361,11 @@ std::string clipping_hint(std::span<const float> g, float scalar, float max_abs,
   if (scalar >= max_abs || scalar == 0.0f) return {};
   // the magnitude of one of the elements: a maximum taken over part of the tensor (a half, a prefix without
   // its remainder, a subsample), which is no clip bound
-  std::size_t first_equal = g.size(), first_above = g.size();
-  for (std::size_t k = 0; k < g.size(); ++k) {
-    const float a = std::fabs(g[k]);
-    if (a == scalar && first_equal == g.size()) first_equal = k;
-    if (a > scalar && first_above == g.size()) first_above = k;
-  }
-  if (first_equal < first_above)
-    return strf("; the scalar is the largest |g| among the first %zu of %zu elements (element %zu, |g| = %.9g, is "
-                "larger): a maximum over part of the tensor?",
-                first_above, g.size(), first_above, static_cast<double>(std::fabs(g[first_above])));
-  if (first_equal < g.size())
-    return strf("; the scalar is |g| of element %zu, below max|g|: a maximum over a subset of the elements?", first_equal);
-  double mean = 0.0, var = 0.0;
-  for (float x : g) mean += x;
-  mean /= static_cast<double>(g.size());
-  for (float x : g) var += (x - mean) * (x - mean);
-  const double sigma = std::sqrt(var / static_cast<double>(g.size()));
-  if (!(sigma > 0.0)) return {};
-  const double c = static_cast<double>(scalar) / sigma;
-  if (params.clip == ClipMode::none)
-    return strf("; the scalar is below max|g| %.9g and is %.4g sigma: were these draws clipped (--clip clip or saturate, "
-                "--c %.3g)?", static_cast<double>(max_abs), c, c);
-  if (std::fabs(c - params.c) > 1e-3 * params.c)
-    return strf("; the scalar is %.4g sigma, not c = %.4g sigma: was c = %.3g used?", c, params.c, c);
-  return {};
+  if (std::string p = partial_max_hint(g, scalar); !p.empty()) return "; " + p;
+  for (std::size_t k = 0; k < g.size(); ++k)
+    if (std::fabs(g[k]) == scalar)
+      return strf("; the scalar is |g| of element %zu, below max|g|: a maximum over a subset of the elements?", k);
+  return scale_hint(g, scalar, max_abs, params);
 }
 
 // What the implementation reports, set from its first draw of each layer.

@@ -91,6 +91,9 @@ struct Result {
   double alpha_each = 0.0;
   double seconds = 0.0;
   std::string expected;  // self-test: "pass" or "reject" (a mutant); empty: "pass"
+  /// Set by the Python bindings for a draw function: how to name it in the call that reproduces the run
+  /// (module.qualname), whatever `impl` (its report name) says.
+  std::string python_function;
   bool pass() const;
   bool as_expected() const;
   std::vector<std::string> failed_checks() const;
@@ -183,8 +186,12 @@ std::string sigma_rule_hint(std::span<const float> g, const Params& params, floa
 /// (float16's subnormal step) so rounded: a scalar stored in half precision. Empty otherwise.
 std::string precision_hint(float got, float spec);
 /// "; the scalar is max g, the largest positive element, and max|g| lies at a negative one: ..." (or -min g and a
-/// positive one): a maximum taken without the absolute value. Empty otherwise.
+/// positive one): a maximum taken without the absolute value; where the scalar is also the largest |g| of a prefix
+/// (partial_max_hint), that reading follows ("Or ..."): one tensor cannot tell them apart. Empty otherwise.
 std::string sign_max_hint(std::span<const float> g, float scalar);
+/// "the scalar is the largest |g| among the first k of d elements (...): a maximum over part of the tensor?" (no
+/// leading "; ") where the scalar is below max|g| and is the largest |g| of g's first k elements. Empty otherwise.
+std::string partial_max_hint(std::span<const float> g, float scalar);
 /// "; the scalar is ||g||_2, the L2 norm (QSGD's scale): ..." (or mean |g|, the root mean square, ||g||_1), within
 /// a relative 1e-5 (another summation order), where that norm is not max|g| itself. Empty otherwise.
 std::string norm_hint(std::span<const float> g, float scalar);
