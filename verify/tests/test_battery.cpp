@@ -2786,7 +2786,7 @@ TEST(Battery, CollisionNamesALagCorrelationRatherThanReuse) {
 // centred masks correlated with no stream shared: the rows fail (the codec is wrong) and say that the bias accounts
 // for it. A stream shared by the workers (the worker id ignored) gets no such note.
 TEST(Battery, StreamsNameABiasRatherThanReuse) {
-  Options o = small_options(4096, 64, 4, all_checks_but({"streams"}));
+  Options o = small_options(4096, 64, 4, all_checks_but({"streams", "unbiased"}));
   auto workers_row = [](const Result& r) {
     for (const Row& w : r.rows)
       if (w.id.starts_with("streams/") && w.id.find("workers 0,1") != std::string::npos) return w;
@@ -2802,6 +2802,12 @@ TEST(Battery, StreamsNameABiasRatherThanReuse) {
   EXPECT_FALSE(w.pass) << format_table(r);
   EXPECT_NE(w.detail.find("the keep probabilities are off (the unbiased rows say where), not a stream reused"),
             std::string::npos) << w.detail;
+  // and the unbiased row says where: every rejected coordinate past the index where the codec stops keeping
+  EXPECT_TRUE(row_failed(r, "unbiased/gaussian")) << format_table(r);
+  const std::string unbiased = row_with_id(r, "unbiased/gaussian").detail;
+  EXPECT_NE(unbiased.find("every one lies at index 20"), std::string::npos) << unbiased;
+  EXPECT_NE(unbiased.find("2048 = 2^11 just below): elements past a size handled otherwise?"), std::string::npos)
+      << unbiased;
   RewritingSampler shared("worker-id-ignored", [](const DrawRequest& q0) {
     DrawRequest q = q0;
     q.key.worker = 0;

@@ -3,6 +3,7 @@
 // the variance identity (Bernstein), independence at several block scales and lags (Bernstein).
 // Every threshold and power figure is derived in docs/statistics.md.
 #include <algorithm>
+#include <bit>
 #include <array>
 #include <limits>
 #include <mutex>
@@ -187,6 +188,32 @@ std::string rejected_pattern(const Spec& sp, const std::vector<float>& xmag, con
   const char* every = rejected.size() == 1 ? "it is" : "every one is";
   if (clipped) return strf("; %s clipped (|g_k| above the clip bound, p_k = bound / s): is the bound applied?", every);
   if (tail) return strf("; %s among its tensor's last %zu elements: a tail left out?", every, kTail);
+  // Many rejected coordinates of one tensor, all past an index (or all before one) that leaves at least an eighth of
+  // it clean: elements past a size (or up to one) handled otherwise. A power of two just below the first is named.
+  constexpr std::size_t kMinPattern = 8;
+  if (rejected.size() < kMinPattern) return "";
+  const auto [l0, i0] = layer_of(sp, rejected.front());
+  std::size_t lo = i0, hi = i0;
+  for (std::size_t e : rejected) {
+    const auto [l, i] = layer_of(sp, e);
+    if (l != l0) return "";
+    lo = std::min(lo, i), hi = std::max(hi, i);
+  }
+  const std::size_t d = l0->layer->g.size();
+  const bool after = lo >= 64 && lo >= d / 16, before = d - 1 - hi >= 64 && d - 1 - hi >= d / 8;
+  if (after) {
+    const std::size_t pow2 = std::bit_floor(lo);
+    const std::string note = pow2 == lo ? strf(", 2^%d", std::countr_zero(pow2))
+                             : lo - pow2 <= lo / 64 ? strf(", %zu = 2^%d just below", pow2, std::countr_zero(pow2))
+                                                    : std::string();
+    return strf("; every one lies at index %zu or above of its %zu elements (none of the first %zu%s)%s: elements past "
+                "a size handled otherwise?",
+                lo, d, lo, note.c_str(), before ? strf(" and below %zu", hi + 1).c_str() : "");
+  }
+  if (before)
+    return strf("; every one lies below index %zu of its %zu elements (none of the last %zu): elements up to a size "
+                "handled otherwise?",
+                hi + 1, d, d - 1 - hi);
   return "";
 }
 
