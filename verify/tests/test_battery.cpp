@@ -1913,6 +1913,15 @@ TEST(Battery, AScaleOtherThanMaxAbsIsNamedAndClippingOnlyWhereTheBoundFits) {
   EXPECT_TRUE(failed(odd, "structure")) << format_table(odd);
   EXPECT_TRUE(any_detail(odd, "none of them c sigma for a c of two decimals")) << format_table(odd);
   EXPECT_FALSE(any_detail(odd, "were these draws clipped")) << format_table(odd);
+  // under clipping, c sigma with a sigma 3e-5 off (beyond the window): named as another sigma, not as "no clip bound"
+  o.supports = {"clip", "spec-stream"};
+  const Result off = scaled("sigma-3e-5-off", [](std::span<const float> g) {
+    return static_cast<float>(2.5 * reference_codec().moments(g).sigma * (1.0 + 3e-5));
+  });
+  EXPECT_TRUE(failed(off, "structure")) << format_table(off);
+  EXPECT_TRUE(any_detail(off, "c = 2.5 times a sigma 3e-05 away from the spec's (relative), outside the clip bound's "
+                              "window: a sigma computed another way")) << format_table(off);
+  EXPECT_FALSE(any_detail(off, "none of them c sigma")) << format_table(off);
 }
 
 // Codecs that report another scalar with the reference's trits: the structure row fails and names what the scalar

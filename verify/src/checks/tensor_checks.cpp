@@ -372,6 +372,11 @@ std::string scale_hint(std::span<const float> g, float scalar, float max_abs, co
   if (found.size() >= 2) return "; " + found[0].text + " Or " + found[1].text;
   if (found.size() == 1) return "; " + found[0].text;
   if (!(mo.sigma > 0.0) || !(l1 > 0.0)) return {};
+  // under clipping, near the c checked but outside the clip bound's window: the bound of a sigma computed otherwise
+  if (params.clip != ClipMode::none && std::fabs(v / mo.sigma - params.c) <= 1e-3 * params.c)
+    return strf("; the scalar is %.7g sigma, c = %g times a sigma %.2g away from the spec's (relative), outside the clip "
+                "bound's window: a sigma computed another way (its summation, its precision)?",
+                v / mo.sigma, params.c, v / (params.c * mo.sigma) - 1.0);
   return strf("; the scalar %.9g is below max|g| %.9g and no element's magnitude: it is %.4g sigma, %.4g x the root mean "
               "square of g and %.4g x mean |g|, none of them c sigma for a c of two decimals (a clip bound) or a round "
               "multiple: a scale other than max|g|?",
