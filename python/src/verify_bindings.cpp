@@ -117,6 +117,16 @@ tv::Result run_checks(const std::vector<tv::TensorSamples>& samples, const std::
 
 // ---- a Python function as the battery's implementation ----------------------------------------------
 
+// A draw() result has one row per step, as an external program's output file must: shape (steps, d), not flat.
+void require_two_dimensions(const AnyArray& a, std::uint32_t steps, std::size_t d, const std::string& what) {
+  if (a.ndim() == 2) return;
+  std::string got = "(";
+  for (size_t k = 0; k < a.ndim(); ++k) got += (k ? ", " : "") + std::to_string(a.shape(k));
+  got += a.ndim() == 1 ? ",)" : ")";
+  bad_input(what + " has shape " + got + ", expected (" + std::to_string(steps) + ", " + std::to_string(d) +
+            ") (one row per step)");
+}
+
 const char* kDrawDoc =
     "draw(g, *, seed, worker, tensor, step, steps, clip, c, scalar) -> values | (trits, scalars): "
     "g a float32 array (the tensor, a copy), row j of the result the estimate of g at step "
@@ -153,6 +163,7 @@ class PySampler : public tv::Sampler {
     if (nb::isinstance<nb::tuple>(out) && nb::len(out) == 2) {
       View<std::int8_t> t = view_of<std::int8_t>(out[0], "draw() trits");
       View<float> s = view_of<float>(out[1], "draw() scalars");
+      require_two_dimensions(t.array, r.steps, d, "draw() trits");
       check_rows(t.array, r.steps, d, "draw() trits");
       if (s.span.size() != r.steps)
         bad_input("draw() returned " + std::to_string(s.span.size()) + " scalars for " + std::to_string(r.steps) +
@@ -162,6 +173,14 @@ class PySampler : public tv::Sampler {
       dr.steps = r.steps;
       dr.trits.assign(t.span.begin(), t.span.end());
       dr.scalars.assign(s.span.begin(), s.span.end());
+      // a trit other than -1, 0, +1 is an output not of the form {-s, 0, +s}: the structure row's (kept as its sign)
+      for (std::size_t i = 0; i < dr.trits.size(); ++i)
+        if (dr.trits[i] < -1 || dr.trits[i] > 1) {
+          if (dr.defect.empty())
+            dr.defect = "draw() trits row " + std::to_string(i / d) + " element " + std::to_string(i % d) + " is " +
+                        std::to_string(dr.trits[i]) + " (trits are -1, 0 or +1); " + request_note(r);
+          dr.trits[i] = static_cast<std::int8_t>(dr.trits[i] > 0 ? 1 : -1);
+        }
       for (std::uint32_t j = 0; j < r.steps; ++j)
         if (!std::isfinite(dr.scalars[j]))
           bad_input("draw() scalar of row " + std::to_string(j) + " is not finite (" + std::to_string(dr.scalars[j]) +
@@ -169,6 +188,7 @@ class PySampler : public tv::Sampler {
       return dr;
     }
     View<float> v = view_of<float>(out, "draw() output");
+    require_two_dimensions(v.array, r.steps, d, "draw() output");
     check_rows(v.array, r.steps, d, "draw() output");
     try {
       return tv::draws_from_values(v.span, d, r.steps, r.scalar, "draw() output");
@@ -380,7 +400,14 @@ void bind_verify(nb::module_& m) {
   v.def(
       "compare",
       [](nb::handle a, nb::handle b, std::size_t d, std::uint32_t steps, std::uint64_t seed,
-         std::vector<std::string> clip, bool shared, bool stop_at_first) {
+         std::vector<std::string> clip, bool shared, bool stop_at_first, double exec_timeout) {
+        // the command line's bounds (--elements, --draws, --exec-timeout)
+        if (d < 1 || d > (std::size_t{1} << 26))
+          throw tg::Error(tg::ErrorCode::invalid_argument, "d must be in [1, 67108864], as --elements, got " + std::to_string(d));
+        if (steps < 1 || steps > 1024)
+          throw tg::Error(tg::ErrorCode::invalid_argument, "steps must be in [1, 1024], as --draws, got " + std::to_string(steps));
+        if (!(exec_timeout >= 0.001 && exec_timeout <= 86400.0))
+          throw tg::Error(tg::ErrorCode::invalid_argument, "exec_timeout must be in [0.001, 86400] seconds, as --exec-timeout");
         tv::CompareOptions o;
         o.d = d;
         o.steps = steps;
@@ -390,13 +417,15 @@ void bind_verify(nb::module_& m) {
         o.shared_scalar = shared;
         o.stop_at_first = stop_at_first;
         bool pa = false, pb = false;
-        std::unique_ptr<tv::Sampler> sa = sampler_of(a, std::nullopt, &pa), sb = sampler_of(b, std::nullopt, &pb);
+        std::unique_ptr<tv::Sampler> sa = sampler_of(a, std::nullopt, &pa, exec_timeout),
+                                     sb = sampler_of(b, std::nullopt, &pb, exec_timeout);
         if (pa || pb) return tv::compare_samplers(*sa, *sb, o);
         nb::gil_scoped_release release;
         return tv::compare_samplers(*sa, *sb, o);
       },
       "a"_a, "b"_a, "d"_a = 4099, "steps"_a = 2, "seed"_a = 20171204,
       "clip"_a = std::vector<std::string>{"none", "clip", "saturate"}, "shared"_a = true, "stop_at_first"_a = false,
+      "exec_timeout"_a = 300.0,
       "Compare two implementations bit for bit (`terngrad compare`): each a name as in run() or a draw "
       "function. Every family and layer of the battery, each clipping mode in `clip` and (shared=True) once "
       "with a shared scalar: scalars and trits equal, payloads byte-identical where both are codecs. "

@@ -312,7 +312,8 @@ def test_compare_names_and_functions_bit_for_bit():
     assert same.identical, same.table()
     assert same.payloads == 0 and same.trits > 0      # a function has no payloads to compare
     codecs = tv.compare("reference", "optimized", d=300)
-    assert codecs.identical and codecs.payloads == 2 * len(codecs.cases)
+    assert codecs.identical and codecs.payloads == 2 * (len(codecs.cases) - 1) + 2 * 27  # and 27 keys in one case
+    assert codecs.cases[-1].family == "keys"
     assert {k.mode for k in codecs.cases} == {"none", "clip", "saturate", "none+shared", "clip+shared", "saturate+shared"}
 
     def off_by_one_step(g, *, seed, worker, tensor, step, steps, clip, c, scalar):
@@ -323,6 +324,32 @@ def test_compare_names_and_functions_bit_for_bit():
     assert "trit" in diff.first_difference.difference
     assert "verdict: DIFFERENT" in diff.table()
     assert json.loads(diff.to_json())["identical"] is False
+    # a draw() result must have one row per step, as an external program's file must (a flat array was accepted)
+    def flat(g, **key):
+        return draw(g, **key).ravel()
+
+    with pytest.raises(tg.CodecError, match=r"draw\(\) output has shape \(600,\), expected \(2, 300\) \(one row per step\)"):
+        tv.compare("reference", flat, d=300)
+
+    # a trit outside -1, 0, +1 is named as output not of the form {-s, 0, +s} (it read as a trit difference)
+    def trit_two(g, *, seed, worker, tensor, step, steps, clip, c, scalar):
+        values = nc.ternarize(g, seed, worker, tensor, step, steps, clip, c, scalar)
+        s = np.abs(values).max(axis=1).astype(np.float32)
+        trits = np.sign(values).astype(np.int8)
+        trits[0, np.flatnonzero(trits[0] == 0)[0]] = 2
+        return trits, s
+
+    two = tv.compare(trit_two, "reference", d=300, stop_at_first=True)
+    assert "output not of the form {-s, 0, +s} (A): draw() trits row 0 element" in two.first_difference.difference
+    assert "is 2 (trits are -1, 0 or +1)" in two.first_difference.difference
+    # the command line's bounds and its --exec-timeout
+    with pytest.raises(tg.CodecError, match=r"steps must be in \[1, 1024\], as --draws, got 1025"):
+        tv.compare("reference", "optimized", steps=1025)
+    with pytest.raises(tg.CodecError, match=r"d must be in \[1, 67108864\], as --elements"):
+        tv.compare("reference", "optimized", d=2**26 + 1)
+    with pytest.raises(tg.CodecError, match="listed twice"):
+        tv.compare("reference", "optimized", d=300, clip=["none", "none"])
+    assert tv.compare("reference", "optimized", d=300, exec_timeout=5.0).identical
     # an out-of-type seed, d or steps is named (nanobind's own TypeError names no argument)
     with pytest.raises(ValueError, match=r"compare\(\): d must be an integer in \[0, 2\^64\), got -5"):
         tv.compare("reference", "optimized", d=-5)

@@ -139,7 +139,7 @@ Draws read_output(const DrawRequest& r, const fs::path& out, const std::string& 
   try {
     a = read_npy(out);
   } catch (const Error& e) {
-    throw ExternalCodecError(std::string("external codec output: ") + e.what());
+    throw ExternalCodecError(std::string("external codec output: ") + e.what() + "; " + context);
   }
   if (a.shape.size() != 2 || a.shape[0] != r.steps || a.shape[1] != r.g.size()) {
     std::string got = "(";

@@ -111,13 +111,15 @@ TEST(Compare, ReferenceAndPortableAreIdenticalEverywhere) {
   CompareResult r = compare_samplers(*ref, *portable, o);
   EXPECT_TRUE(r.identical()) << format_compare(r);
   // every family, every layer, 3 clipping modes, each with its own scalar and with a shared one
+  // and one case of 27 keys at the edges of the key's fields (300 elements, 2 steps, 2 payloads each)
   std::size_t layers = 0;
   for (const auto& f : family_names()) layers += make_gradient(f, o.d, 1).layers.size();
-  EXPECT_EQ(r.cases.size(), 6 * layers);
-  EXPECT_EQ(r.payloads(), 2 * r.cases.size());  // 2bit and base3 per case
+  EXPECT_EQ(r.cases.size(), 6 * layers + 1);
+  EXPECT_EQ(r.cases.back().family, "keys");
+  EXPECT_EQ(r.payloads(), 2 * (r.cases.size() - 1) + 2 * 27);  // 2bit and base3 per case, and per key
   std::uint64_t elements = 0;
   for (const auto& f : family_names()) elements += make_gradient(f, o.d, 1).size();
-  EXPECT_EQ(r.trits(), 6 * 2 * elements);  // 6 cases x 2 steps per element
+  EXPECT_EQ(r.trits(), 6 * 2 * elements + 27 * 2 * 300);  // 6 cases x 2 steps per element
   EXPECT_NE(format_compare(r).find("verdict: IDENTICAL"), std::string::npos);
   auto doc = nlohmann::json::parse(format_compare_json(r));
   EXPECT_TRUE(doc["identical"].get<bool>());
@@ -201,6 +203,58 @@ class ValuesSampler : public Sampler {
   std::function<void(std::vector<float>&, const Draws&)> edit_;
   std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
 };
+
+// A codec that cuts a field of the key (the tensor id to 8 bits) agrees on the families' key (tensor 5 + layer) and
+// differs in the keys case, which names the key; the ids and steps reach 2^32 - 1.
+TEST(Compare, AKeyFieldCutShortDiffersInTheKeysCase) {
+  auto ref = make_sampler("reference", {});
+  auto cut = make_sampler("mutant:tensor-truncation", {});
+  CompareOptions o;
+  o.d = 300;
+  const CompareResult r = compare_samplers(*ref, *cut, o);
+  ASSERT_FALSE(r.identical()) << format_compare(r);
+  EXPECT_EQ(r.first_difference()->family, "keys") << format_compare(r);
+  EXPECT_NE(r.first_difference()->difference.find("tensor 256, step 0) element"), std::string::npos)
+      << r.first_difference()->difference;
+  o.keys = false;  // without it, as before: identical
+  EXPECT_TRUE(compare_samplers(*ref, *cut, o).identical());
+  o.modes = {ClipMode::none, ClipMode::clip, ClipMode::none};
+  EXPECT_THROW(compare_samplers(*ref, *ref, o), Error);  // a mode listed twice is refused, not run twice
+}
+
+// A value that is not -s, 0 or +s is named as such, wherever it lies: also where B has a 0 (it was reported as a trit
+// or a scalar difference), with the key; and the shared scalar of a +shared case is part of the key's text.
+TEST(Compare, OutputsNotTernaryAreNamedBeforeScalarsAndTrits) {
+  auto ref = make_sampler("reference", {});
+  for (float factor : {0.5f, 1.5f}) {
+    ValuesSampler odd("one-value-off", [factor](std::vector<float>& v, const Draws& d) {
+      for (std::size_t i = 0; i < d.d; ++i)
+        if (v[i] == 0.0f) {
+          v[i] = factor * d.scalars[0];
+          break;
+        }
+    });
+    CompareOptions o;
+    o.d = 300;
+    const CompareResult r = compare_samplers(odd, *ref, o);
+    ASSERT_FALSE(r.identical());
+    const std::string& diff = r.first_difference()->difference;
+    EXPECT_TRUE(diff.starts_with("key (seed ")) << diff;
+    EXPECT_NE(diff.find("): output not of the form {-s, 0, +s} (A): "), std::string::npos) << factor << ": " << diff;
+  }
+  auto step1 = make_sampler("mutant:step-reuse", {});
+  CompareOptions o;
+  o.d = 300;
+  o.modes = {ClipMode::none};
+  const CompareResult r = compare_samplers(*ref, *step1, o);
+  std::size_t shared = 0;
+  for (const CompareCase& k : r.cases)
+    if (k.mode == "none+shared" && !k.difference.empty()) {
+      ++shared;
+      EXPECT_NE(k.difference.find(", shared scalar "), std::string::npos) << k.difference;
+    }
+  EXPECT_GT(shared, 0u);
+}
 
 // Whether some row's detail says `text`.
 bool any_detail(const Result& r, const std::string& text) {

@@ -98,6 +98,7 @@ TEST(Exec, ErrorsNameTheProblem) {
   EXPECT_NE(serve_error_of("nan").find("; request: --input"), std::string::npos);
   EXPECT_NE(error_of("no-output").find("wrote no output file"), std::string::npos);
   EXPECT_NE(error_of("garbage").find("malformed .npy"), std::string::npos);
+  EXPECT_NE(error_of("garbage").find("; command: "), std::string::npos);  // which request wrote it
 }
 
 // ---- the persistent form (serve:) ------------------------------------------------------------------

@@ -33,6 +33,8 @@ void run_cross(Ctx& c) {
   co.float32_sigma = !ours;
   // External programs cost a process per request: layers 0, 1 and the last one of each family.
   co.all_layers = c.sampler.codec() != nullptr;
+  // and no key case (27 more processes): the collision check draws keys at the same edges
+  co.keys = c.sampler.name().rfind("exec:", 0) != 0;
   co.stop_at_first = true;
   std::string modes;
   for (ClipMode m : co.modes) modes += std::string(modes.empty() ? "" : " and ") + to_string(m);

@@ -305,6 +305,7 @@ struct CompareOptions {
   bool shared_scalar = true;       // one more case per family and mode: a shared scalar (twice the own one)
   bool all_layers = true;          // false: layers 0, 1 and the last of multi-layer families
   bool stop_at_first = false;      // stop after the first differing case
+  bool keys = true;                // one more case: 27 keys (ids and steps at 8/16/24/32-bit edges, seeds' words)
   bool progress = false;           // progress line on stderr
   // Under clipping (own scalar), A may compute sigma in float32: its scalar may lie anywhere in
   // clip_scalar_window (B must be the spec's, e.g. the reference); A's trits must then be the spec
