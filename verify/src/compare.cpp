@@ -48,7 +48,8 @@ CompareResult compare_samplers(Sampler& a, Sampler& b, const CompareOptions& o) 
   const Codec* ca = a.codec();
   const Codec* cb = b.codec();
   // One request of each implementation under `key` (and the payloads where both are codecs): into k.
-  auto compare_one = [&](const std::vector<float>& g, const StreamKey& key, ClipMode mode, bool shared, CompareCase& k) {
+  auto compare_one = [&](const std::vector<float>& g, const StreamKey& key, ClipMode mode, bool shared,
+                         CompareCase& k) {
     Params params;
     params.clip = mode;
     std::optional<float> scalar;
@@ -85,8 +86,8 @@ CompareResult compare_samplers(Sampler& a, Sampler& b, const CompareOptions& o) 
     // do not show and which lies in the window of clip bounds. A keep is monotone in the bound, so A's
     // trits must lie between the spec stream's under the window's lowest and highest bound (with g's
     // signs); B must be the spec's, under its exact bound.
-    if (shared && o.float32_sigma && mode != ClipMode::none && da.scalars == db.scalars &&
-        da.trits != db.trits && da.trits.size() == db.trits.size()) {
+    if (shared && o.float32_sigma && mode != ClipMode::none && da.scalars == db.scalars && da.trits != db.trits &&
+        da.trits.size() == db.trits.size()) {
       const ClipWindow w = clip_bound_window(g, params);
       std::vector<std::int8_t> lo(g.size()), hi(g.size());
       bool inside = true;
@@ -109,39 +110,39 @@ CompareResult compare_samplers(Sampler& a, Sampler& b, const CompareOptions& o) 
       return strf("key (seed %llu, worker %u, tensor %u, step %zu%s)", static_cast<unsigned long long>(key.seed),
                   key.worker, key.tensor, step,
                   scalar ? strf(", shared scalar %.9g", static_cast<double>(*scalar)).c_str() : "");
-        };
-        // Outputs not of the form {-s, 0, +s} first: the scalar and the trits are read from them.
-        if (!da.defect.empty() || !db.defect.empty()) {
-          k.difference = key_at(key.step) + ": output not of the form {-s, 0, +s} (" +
-                         (da.defect.empty() ? "B" : "A") + "): " + (da.defect.empty() ? db.defect : da.defect);
-        } else if (da.scalars != db.scalars) {
+    };
+    // Outputs not of the form {-s, 0, +s} first: the scalar and the trits are read from them.
+    if (!da.defect.empty() || !db.defect.empty()) {
+      k.difference = key_at(key.step) + ": output not of the form {-s, 0, +s} (" + (da.defect.empty() ? "B" : "A") +
+                     "): " + (da.defect.empty() ? db.defect : da.defect);
+    } else if (da.scalars != db.scalars) {
+      std::size_t j = 0;
+      while (j + 1 < da.scalars.size() && j + 1 < db.scalars.size() && da.scalars[j] == db.scalars[j]) ++j;
+      k.difference = strf("%s: scalar %.9g vs %.9g", key_at(key.step + j).c_str(),
+                          da.scalars.empty() ? 0.0 : static_cast<double>(da.scalars[j]),
+                          db.scalars.empty() ? 0.0 : static_cast<double>(db.scalars[j]));
+    } else if (da.trits != db.trits) {
+      std::size_t e = 0;
+      while (da.trits[e] == db.trits[e]) ++e;
+      k.difference = strf("%s element %zu (g = %.9g): trit %d vs %d", key_at(key.step + e / g.size()).c_str(),
+                          e % g.size(), static_cast<double>(g[e % g.size()]), da.trits[e], db.trits[e]);
+    }
+    if (k.difference.empty() && ca && cb && !tolerated) {
+      for (Packing pk : {Packing::two_bit, Packing::base3}) {
+        Params pp = params;
+        pp.packing = pk;
+        auto pa = scalar ? encode_with_scalar(*ca, g, pp, key, *scalar) : encode(*ca, g, pp, key);
+        auto pb = scalar ? encode_with_scalar(*cb, g, pp, key, *scalar) : encode(*cb, g, pp, key);
+        if (pa != pb) {
           std::size_t j = 0;
-          while (j + 1 < da.scalars.size() && j + 1 < db.scalars.size() && da.scalars[j] == db.scalars[j]) ++j;
-          k.difference = strf("%s: scalar %.9g vs %.9g", key_at(key.step + j).c_str(),
-                              da.scalars.empty() ? 0.0 : static_cast<double>(da.scalars[j]),
-                              db.scalars.empty() ? 0.0 : static_cast<double>(db.scalars[j]));
-        } else if (da.trits != db.trits) {
-          std::size_t e = 0;
-          while (da.trits[e] == db.trits[e]) ++e;
-          k.difference = strf("%s element %zu (g = %.9g): trit %d vs %d", key_at(key.step + e / g.size()).c_str(),
-                              e % g.size(), static_cast<double>(g[e % g.size()]), da.trits[e], db.trits[e]);
+          while (j < pa.size() && j < pb.size() && pa[j] == pb[j]) ++j;
+          k.difference =
+              strf("%s payload: byte %zu differs (%zu vs %zu bytes)", to_string(pk), j, pa.size(), pb.size());
+          break;
         }
-        if (k.difference.empty() && ca && cb && !tolerated) {
-          for (Packing pk : {Packing::two_bit, Packing::base3}) {
-            Params pp = params;
-            pp.packing = pk;
-            auto pa = scalar ? encode_with_scalar(*ca, g, pp, key, *scalar) : encode(*ca, g, pp, key);
-            auto pb = scalar ? encode_with_scalar(*cb, g, pp, key, *scalar) : encode(*cb, g, pp, key);
-            if (pa != pb) {
-              std::size_t j = 0;
-              while (j < pa.size() && j < pb.size() && pa[j] == pb[j]) ++j;
-              k.difference = strf("%s payload: byte %zu differs (%zu vs %zu bytes)", to_string(pk), j, pa.size(),
-                                  pb.size());
-              break;
-            }
-            ++k.payloads;
-          }
-        }
+        ++k.payloads;
+      }
+    }
   };
   for (const auto& fam : family_names()) {
     Gradient G = make_gradient(fam, o.d, derive_seed(o.seed, KeyPurpose::gradient, static_cast<std::uint32_t>(GradientVariant::compare)));
