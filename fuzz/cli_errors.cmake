@@ -272,9 +272,11 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("--elements" compare reference optimized --elements 0)
     expect_usage_error("--draws" compare reference optimized --draws 5000)
     expect_usage_error("--json ${scratch} is a folder" compare reference optimized --elements 64 --json "${scratch}" ABSENT)
-    # --clip takes one comma-separated list: the implementations after it stay A and B
+    # --clip takes one comma-separated list: the implementations after it stay A and B (100 family cases and the
+    # keys case); a mode listed twice is refused, not run twice
     expect_run(RC 0 ARGS compare --clip clip,saturate reference optimized --elements 64 --draws 1 --no-progress
-               CONTAINS "IDENTICAL (100 cases")
+               CONTAINS "IDENTICAL (101 cases")
+    expect_usage_error("compare: clipping mode 'none' listed twice" compare reference optimized --clip none,none)
     expect_usage_error("--clip: 'bogus' not in" compare reference optimized --clip none,bogus)
     expect_usage_error("--elements excludes --d" compare reference optimized --d 10 --elements 20)
     expect_stale_removed("external codec exited with status 1" compare reference exec:false --elements 64 --draws 1
