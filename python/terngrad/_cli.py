@@ -364,7 +364,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     command = f"{PROG} verify" if argv[:1] == ["verify"] else PROG
     parser = build_parser(verify)
-    saved = _catch_termination() if threading_is_main() else {}
+    saved = _catch_termination() if _on_main_thread() else {}
     try:
         return _main(argv, command, parser, verify)
     finally:
@@ -372,7 +372,7 @@ def main(argv=None):
             signal.signal(sig, old)
 
 
-def threading_is_main():
+def _on_main_thread():
     import threading
     return threading.current_thread() is threading.main_thread()
 
