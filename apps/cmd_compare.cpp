@@ -118,16 +118,19 @@ static Command compare_command() {
     sub->add_option("--draws", opts->steps, "Draws per stream key (steps 0..N-1 of the key)")
         ->check(tg::app::in_range(1u, 1024u))
         ->capture_default_str();
-    sub->add_flag("--stat", opts->stat,
+    CLI::Option* stat = sub->add_flag("--stat", opts->stat,
                   "Compare in distribution, for implementations whose random streams differ: scalars and signs, "
                   "total and per-coordinate keep rates (docs/statistics.md)");
     sub->add_option("--stat-draws", opts->stat_draws, "--stat: encodings each implementation draws per case")
-        ->check(tg::app::in_range(2u, 100000u));
+        ->check(tg::app::in_range(2u, 100000u))
+        ->needs(stat);
     sub->add_option("--alpha", opts->alpha, "--stat: probability that implementations with one distribution are "
                                             "called different")
-        ->check(tg::app::in_range(1e-12, 0.5));
+        ->check(tg::app::in_range(1e-12, 0.5))
+        ->needs(stat);
     sub->add_option("--beta", opts->beta, "--stat: 1 - power at which detectable effects are stated")
-        ->check(tg::app::in_range(1e-12, 0.5));
+        ->check(tg::app::in_range(1e-12, 0.5))
+        ->needs(stat);
     hidden_alias(sub, "--d", opts->d, "--elements")->check(tg::app::in_range(std::size_t{1}, std::size_t{1} << 26));
     hidden_alias(sub, "--steps", opts->steps, "--draws")->check(tg::app::in_range(1u, 1024u));
     sub->add_option("--seed", opts->seed, "Seed of the gradients and of the stream keys")->capture_default_str();

@@ -108,6 +108,7 @@ int run_converge(const ConvergeOptions& o) {
   // The outputs, after every other check and before the runs; nothing is created until they are written.
   check_output_folder("--out", o.out);
   check_output_file("--json", o.json);
+  check_output_not_in_folder("--json", o.json, "--out", o.out, {"curves.csv", "summary.json"});
 
   // Progress: one updating line on a terminal, one line per method otherwise (logs).
   const bool tty = !o.quiet && ::isatty(::fileno(stderr));

@@ -109,6 +109,8 @@ int run_model(ModelOptions o, const std::vector<const CLI::Option*>& preset_conf
   check_distinct_outputs("--json", o.json, "--csv", o.csv);
   check_output_file("--json", o.json);
   check_output_file("--csv", o.csv);
+  check_output_not_input("--json", o.json, "--compute-from", o.compute_from);
+  check_output_not_input("--csv", o.csv, "--compute-from", o.compute_from);
 
   if (o.codec_rates.empty()) o.codec_rates = o.preset == "paper" ? "none" : "measure";
   CodecRates rates = parse_rates(o.codec_rates);

@@ -129,6 +129,7 @@ int run_report(const ReportOptions& o) {
                                                        : "reports folder " + o.reports + " does not exist (pass --reports DIR)");
   // the Markdown file (the renderer writes the HTML and figures/ beside it), before the inputs are read
   check_output_file("--out", o.out.empty() ? (fs::path(o.reports) / "index.md").string() : o.out, false);
+  check_output_not_input("--out", o.out.empty() ? (fs::path(o.reports) / "index.md").string() : o.out, "--note", o.note);
 
   check_interpreter(o.python);
 

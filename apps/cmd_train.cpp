@@ -83,14 +83,14 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   sub->add_flag("--save-weights", c.save_weights, "Also write the final parameters to weights.f32 in --out");
   sub->add_flag("--progress", cli.progress, "Progress bar on stderr even when it is not a terminal");
   sub->add_flag("--no-progress", cli.no_progress, "No progress bar (default: a bar when stderr is a terminal)");
-  sub->add_option("--checkpoint", c.checkpoint, "Checkpoint file, written every --checkpoint-every steps and at the end (atomically, by rank 0->check(non_empty_path()); --codec signsgd-ef: with every worker's error-feedback residuals, gathered from all ranks, so give every rank the same --checkpoint, as `terngrad launch` does)");
-  sub->add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints")->check(tg::app::in_range(0L, 1L << 31));
+  CLI::Option* checkpoint = sub->add_option("--checkpoint", c.checkpoint, "Checkpoint file, written every --checkpoint-every steps and at the end (atomically, by rank 0; --codec signsgd-ef: with every worker's error-feedback residuals, gathered from all ranks, so give every rank the same --checkpoint, as `terngrad launch` does)")->check(non_empty_path());
+  sub->add_option("--checkpoint-every", c.checkpoint_every, "Steps between checkpoints (needs --checkpoint)")->check(tg::app::in_range(0L, 1L << 31))->needs(checkpoint);
   sub->add_option("--resume", c.resume, "Continue from this checkpoint (every rank reads the same file; --codec signsgd-ef: each worker takes its own residuals back, and a checkpoint without them is refused)")->check(tg::app::regular_file());
   sub->add_option("--timeout-s", c.timeout_s, "Bound on the rendezvous and on every collective (multi-process)")
       ->check(tg::app::in_range(0.1, 86400.0));
   sub->add_option("--external-store", c.external_store, "The store is hosted by `terngrad train-store`, not by rank 0");
   // Set by `terngrad launch` (or by hand to start ranks one by one).
-  sub->add_option("--rank", c.rank, "Rank of this process in a multi-process run")->check(tg::app::in_range(0, 1023));
+  sub->add_option("--rank", c.rank, "Rank of this process in a multi-process run (default -1: none given, one process)")->check(tg::app::in_range(0, 1023));
   sub->add_option("--world-size", c.world_size, "Number of ranks (0: simulation in one process)")->check(tg::app::in_range(0, 1024));
   sub->add_option("--master-addr", c.master_addr, "Address of the rendezvous store");
   sub->add_option("--master-port", c.master_port, "Port of the rendezvous store")->check(tg::app::in_range(1, 65535));
@@ -113,7 +113,7 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   sub->add_option("--live-check-layers", c.live_check.layers,
                   "Tensors to check: largest (default), all, or comma-separated names or indices of ternary tensors");
   sub->add_option("--dump-step", c.dump_step,
-                  "Write that step's exchange (every worker's payload bytes per tensor, the gradients) to --out/dump-step<N>")
+                  "Write that step's exchange (every worker's payload bytes per tensor, the gradients) to --out/dump-step<N> (default -1: none)")
       ->check(tg::app::in_range(0L, 1L << 31));
   sub->add_option("--json", cli.json, "Also write the run summary as JSON to FILE ('-': on stdout, instead of the text)")->check(non_empty_path());
 }
@@ -140,6 +140,13 @@ int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
   tg::app::check_distinct_outputs("--json", cli.json, "--checkpoint", c.checkpoint);
   tg::app::check_output_file("--json", cli.json);
   tg::app::check_output_file("--checkpoint", c.checkpoint, false);
+  tg::app::check_output_not_input("--json", cli.json, "--resume", c.resume);
+  for (const auto& [option, path] : {std::pair{"--json", cli.json}, std::pair{"--checkpoint", c.checkpoint}})
+    tg::app::check_output_not_in_folder(option, path, "--out", c.out_dir,
+                                        {"run.json", "steps.csv", "ranks.csv", "layers.csv", "evals.csv", "live_checks.csv"});
+  if (!c.out_dir.empty())
+    tg::app::note_on_interrupt("no summary written; --out " + c.out_dir +
+                                " keeps the run as of its last write (run.json: \"finished\": false)");
   tg::train::TrainResult r = tg::train::run_training(c);
   if (c.world_size > 0 && c.rank != 0) return 0;
   std::uint64_t tp = 0, tf = 0, ap = 0, af = 0;

@@ -101,6 +101,10 @@ void check_outputs(const VerifyOptions& o) {
   check_distinct_outputs("--json", o.json, "--junit", o.junit);
   check_output_file("--json", o.json);
   check_output_file("--junit", o.junit);
+  for (const std::string& input : o.samples) {  // the gradients and draws it reads
+    check_output_not_input("--json", o.json, "--samples", input);
+    check_output_not_input("--junit", o.junit, "--samples", input);
+  }
 }
 
 int run_single(const VerifyOptions& o) {

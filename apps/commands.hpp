@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -214,6 +215,32 @@ inline void check_distinct_outputs(const std::string& option_a, const std::strin
                                 ": one would replace the other (give two file names)");
 }
 
+// An output must not be one of the run's inputs, nor a file the run writes into its --out folder: the report
+// would replace the data it was made from (verify --samples G V --json G), or one output the other. Compared by
+// device and inode where both exist (a hard link, a path through a symbolic link), else by resolved path.
+inline bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  std::error_code ea, eb;
+  const std::filesystem::path pa = std::filesystem::weakly_canonical(a, ea), pb = std::filesystem::weakly_canonical(b, eb);
+  return a == b || (!ea && !eb && pa == pb);
+}
+inline void check_output_not_input(const std::string& option_out, const std::string& out, const std::string& option_in,
+                                   const std::string& in) {
+  if (out.empty() || out == "-" || in.empty() || in == "-") return;
+  if (same_file(out, in))
+    throw std::invalid_argument(option_out + " " + out + " is the input file given to " + option_in + ": the output would replace it " +
+                                "(give the output another name)");
+}
+inline void check_output_not_in_folder(const std::string& option_out, const std::string& out, const std::string& folder_option,
+                                       const std::string& folder, std::initializer_list<const char*> names) {
+  if (out.empty() || out == "-" || folder.empty()) return;
+  for (const char* name : names)
+    if (same_file(out, (std::filesystem::path(folder) / name).string()))
+      throw std::invalid_argument(option_out + " " + out + " is the file " + name + " that " + folder_option + " " + folder +
+                                  " receives: one would replace the other (give the output another name)");
+}
+
 // An output option given an empty value (an unset shell variable, say) is an error, not "no output".
 inline CLI::Validator non_empty_path() {
   return CLI::Validator(
@@ -272,6 +299,9 @@ inline CLI::Option* hidden_alias<bool>(CLI::App* sub, const std::string& alias, 
 // NaN and +-Inf (none of the program's options has a meaning for them). An option narrower than 64 bits
 // states its range with in_range; main() words any conversion CLI11 still refuses as "cannot take".
 void strict_numbers(CLI::App& app);
+// "" when no comma-separated option of the parsed subcommand names an item twice (--skip cross,cross ran as one
+// skip, converge --methods tern,tern twice), else the message.
+std::string repeated_item(const CLI::App& sub);
 
 // Runs fn, turning every exception (tg::Error, std::exception, anything else) into one line on stderr
 // (the first line of its message) and exit code 2. main() runs every subcommand through it: the one
@@ -291,6 +321,9 @@ void retire_reports(const char* command, const char* why = "ended in an error");
 // stops its own work on a signal (verify of an external program, train) puts its handler in place of this one
 // while it runs and retires the reports itself.
 void retire_reports_on_signal(const char* command);
+// Said instead of "no report written" in the line a signal writes ("terngrad train: interrupted; ..."): what a
+// command leaves behind anyway (train: the run folder as of its last write). Call before the work starts.
+void note_on_interrupt(const std::string& note);
 
 // Registers the commands made by `make` at static initialisation; `order` sorts them in --help.
 struct RegisterCommands {

@@ -177,6 +177,10 @@ int main(int argc, char** argv) {
   for (auto& c : commands)
     if (c.selected()) {
       const std::string name = c.sub->get_name();
+      if (const std::string why = tg::app::repeated_item(*c.sub); !why.empty()) {
+        std::fprintf(stderr, "terngrad %s: %s (see terngrad %s --help)\n", name.c_str(), why.c_str(), name.c_str());
+        return 2;
+      }
       tg::app::note_reports(*c.sub);
       tg::app::retire_reports_on_signal(name.c_str());
       const int rc = tg::app::guarded(name.c_str(), [&] { return c.run(); });

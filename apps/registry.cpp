@@ -6,8 +6,12 @@
 #include <cstdlib>
 #include <cstdio>
 #include <exception>
+#include <fstream>
+#include <sstream>
 #include <new>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "tg/error.hpp"
@@ -59,9 +63,38 @@ std::string one_line(const char* what) {
 }  // namespace
 
 namespace {
-std::vector<std::string>& noted_reports() {
-  static std::vector<std::string> paths;
+struct NotedReport {
+  std::string option, path;
+};
+std::vector<NotedReport>& noted_reports() {
+  static std::vector<NotedReport> paths;
   return paths;
+}
+
+// Whether the regular file at target reads as what `option` writes: a JSON object (--json), JUnit XML
+// (--junit), the model's CSV (--csv), a table of terngrad's (--output). Only such a file is removed as a
+// report of an earlier run: a file of another kind at that path (notes, data) stays, though a run that
+// succeeds would replace it.
+bool reads_as_report(const std::string& option, const std::filesystem::path& target) {
+  std::ifstream in(target, std::ios::binary);
+  if (!in) return false;
+  if (option == "--json") {
+    std::error_code ec;
+    if (std::filesystem::file_size(target, ec) > (std::uintmax_t{1} << 30) || ec) return false;
+    std::stringstream all;
+    all << in.rdbuf();
+    const std::string text = all.str();
+    const std::size_t first = text.find_first_not_of(" \t\r\n");
+    return first != std::string::npos && text[first] == '{' && nlohmann::json::accept(text);
+  }
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  if (head.find('\0') != std::string::npos) return false;  // a binary file (.npy, a checkpoint)
+  if (option == "--junit") return head.rfind("<?xml", 0) == 0 && head.find("<testsuites") != std::string::npos;
+  if (option == "--csv") return head.rfind("config,net,topology,scheme,", 0) == 0;
+  if (option == "--output") return head.rfind("terngrad ", 0) == 0;
+  return false;
 }
 }  // namespace
 
@@ -70,22 +103,24 @@ void note_reports(const CLI::App& sub) {
     const CLI::Option* o = sub.get_option_no_throw(name);
     if (!o || o->count() == 0) continue;
     const std::string path = o->as<std::string>();
-    if (!path.empty() && path != "-") noted_reports().push_back(path);
+    if (!path.empty() && path != "-") noted_reports().push_back({name, path});
   }
 }
 
 namespace {
-// Removes the noted reports that exist as regular files (a link's target); returns the paths removed.
+// Removes the noted reports that exist as regular files (a link's target) and read as reports; returns the
+// paths removed.
 std::vector<std::string> remove_noted_reports() {
   std::vector<std::string> removed;
-  for (const std::string& path : noted_reports()) {
-    if (tg::output_detail::is_proc_fd(path)) continue;
+  for (const NotedReport& r : noted_reports()) {
+    if (tg::output_detail::is_proc_fd(r.path)) continue;
     std::error_code ec;
-    const std::filesystem::path target = std::filesystem::canonical(path, ec);  // a link's target
-    if (ec) continue;                                                               // nothing there
+    const std::filesystem::path target = std::filesystem::canonical(r.path, ec);  // a link's target
+    if (ec) continue;                                                                 // nothing there
     struct stat st {};
     if (::stat(target.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;  // FIFOs and devices stay
-    if (std::filesystem::remove(target, ec) && !ec) removed.push_back(path);
+    if (!reads_as_report(r.option, target)) continue;
+    if (std::filesystem::remove(target, ec) && !ec) removed.push_back(r.path);
   }
   noted_reports().clear();
   return removed;
@@ -116,13 +151,15 @@ void retire_reports(const char* command, const char* why) {
 void retire_reports_on_signal(const char* command) {
   SignalCleanup& s = signal_cleanup();
   s.interrupted_line = std::string("terngrad ") + command + ": interrupted; no report written\n";
-  for (const std::string& path : noted_reports()) {
-    if (tg::output_detail::is_proc_fd(path)) continue;
+  for (const NotedReport& r : noted_reports()) {
+    if (tg::output_detail::is_proc_fd(r.path)) continue;
     std::error_code ec;
-    const std::filesystem::path target = std::filesystem::weakly_canonical(path, ec);  // a link's target
+    const std::filesystem::path target = std::filesystem::weakly_canonical(r.path, ec);  // a link's target
     if (ec) continue;
+    struct stat st {};  // a file there now that is not a report stays (the handler cannot read it)
+    if (::stat(target.c_str(), &st) == 0 && S_ISREG(st.st_mode) && !reads_as_report(r.option, target)) continue;
     s.paths.push_back(target.string());
-    s.removed_lines.push_back(std::string("terngrad ") + command + ": removed " + path +
+    s.removed_lines.push_back(std::string("terngrad ") + command + ": removed " + r.path +
                               ", a report of an earlier run (this run was interrupted and wrote none)\n");
   }
   struct sigaction sa {};
@@ -133,6 +170,13 @@ void retire_reports_on_signal(const char* command) {
     if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;  // started ignoring it (nohup)
     ::sigaction(sig, &sa, nullptr);
   }
+}
+
+void note_on_interrupt(const std::string& note) {
+  std::string& line = signal_cleanup().interrupted_line;
+  const std::string tail = "no report written\n";
+  if (line.size() >= tail.size() && line.compare(line.size() - tail.size(), tail.size(), tail) == 0)
+    line = line.substr(0, line.size() - tail.size()) + note + "\n";
 }
 
 namespace {
@@ -189,9 +233,16 @@ CLI::Validator exact_integer(bool is_signed) {
       "");
 }
 
+// A number given in hexadecimal ("0x10", which strtod reads as 16) is refused: the help says "a number".
+bool hexadecimal(const std::string& text) {
+  const std::size_t at = text.find_first_not_of("+- \t");
+  return at != std::string::npos && at + 1 < text.size() && text[at] == '0' && (text[at + 1] == 'x' || text[at + 1] == 'X');
+}
+
 CLI::Validator finite_number() {
   return CLI::Validator(
       [](std::string& text) {
+        if (hexadecimal(text)) return "must be a decimal number, got '" + text.substr(0, 40) + "'";
         errno = 0;
         char* end = nullptr;
         double v = std::strtod(text.c_str(), &end);
@@ -204,13 +255,45 @@ CLI::Validator finite_number() {
       "");
 }
 
+// A whole number is read in decimal: CLI11 would read "010" as octal 8 (and refuse "09"), where the help
+// says "a whole number" and the Python CLI reads 10. Leading zeros of a text of digits are dropped before
+// any check or conversion (a transform runs first); any other text is left for the checks to refuse.
+CLI::Validator decimal_digits() {
+  return CLI::Validator(
+      [](std::string& text) {
+        const std::size_t sign = !text.empty() && text[0] == '-' ? 1 : 0;
+        if (text.size() <= sign + 1) return std::string();
+        for (std::size_t i = sign; i < text.size(); ++i)
+          if (text[i] < '0' || text[i] > '9') return std::string();
+        const std::size_t first = std::min(text.find_first_not_of('0', sign), text.size() - 1);
+        text.erase(sign, first - sign);
+        if (text == "-0") text = "0";
+        return std::string();
+      },
+      "");
+}
+
+// A true/false option takes a word of either meaning: CLI11 reads any whole number but 0 as true ("2").
+CLI::Validator boolean_word() {
+  return CLI::Validator(
+      [](std::string& text) {
+        std::string t = text;
+        for (char& ch : t) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        for (const char* w : {"true", "false", "1", "0", "yes", "no", "on", "off"})
+          if (t == w) return std::string();
+        return "must be true or false (or 1/0, yes/no, on/off), got '" + text.substr(0, 40) + "'";
+      },
+      "");
+}
+
 void strict_options(CLI::App* app) {
   for (CLI::Option* opt : app->get_options()) {
     const std::string type = opt->get_type_name();
     // get_type_name() is "UINT", "FLOAT", or that followed by the validators' descriptions
-    if (type.rfind("UINT", 0) == 0) opt->check(exact_integer(false));
-    else if (type.rfind("INT", 0) == 0) opt->check(exact_integer(true));
+    if (type.rfind("UINT", 0) == 0) opt->check(exact_integer(false)), opt->transform(decimal_digits());
+    else if (type.rfind("INT", 0) == 0) opt->check(exact_integer(true)), opt->transform(decimal_digits());
     else if (type.rfind("FLOAT", 0) == 0) opt->check(finite_number());
+    else if (type.rfind("BOOLEAN", 0) == 0) opt->check(boolean_word());
   }
 }
 
@@ -234,6 +317,18 @@ void strict_numbers(CLI::App& app) {
     strict_options(sub);
     old_names_exclude_new(sub);
   }
+}
+
+std::string repeated_item(const CLI::App& sub) {
+  for (const CLI::Option* opt : sub.get_options()) {
+    if (opt->get_delimiter() != ',' || opt->count() == 0) continue;
+    const std::vector<std::string> items = opt->results();
+    for (std::size_t i = 0; i < items.size(); ++i)
+      for (std::size_t k = 0; k < i; ++k)
+        if (items[k] == items[i])
+          return opt->get_name() + " lists '" + items[i].substr(0, 40) + "' twice (give each once)";
+  }
+  return "";
 }
 
 namespace {

@@ -12,8 +12,12 @@ deviations are divided by their largest magnitude before squaring, so that sigma
 (|g| ~ 1e-30) nor overflows (|g| ~ 1e30); `naive_sigma=True` squares them as they are (GRACE's code), and
 the battery then fails the tiny and huge families, as it should.
 
-Each row (one step) draws its uniforms from a torch.Generator seeded with a hash of (seed, worker,
-tensor, step), so the estimate is a function of those four and independent across them. It does not
+Each row (one step) draws its uniforms from two torch.Generators seeded with the two 32-bit halves of a
+64-bit hash of (seed, worker, tensor, step), u = (u1 + u2) mod 1, so the estimate is a function of those
+four and independent across them. One generator would not do: torch's CPU generator (MT19937) keeps only
+the low 32 bits of its seed, so among the 2^18 keys of the battery's ci collision probe two would share a
+stream with probability 0.9997 (the battery then fails `collision`, rightly). Two keys share this codec's
+stream only if their 64-bit hashes are equal. It does not
 follow the spec's Philox stream (codec/include/tg/philox.hpp), so its bytes cannot equal the reference
 codec's: run the battery with supports=["none", "clip", "saturate", "shared-scalar"] (every statistical
 check applies; `cross`, which compares bytes, is reported as skipped).
@@ -26,11 +30,21 @@ import numpy as np
 import torch
 
 
-def row_generator(seed, worker, tensor, step):
-    """A torch.Generator for one step of one (seed, worker, tensor) stream: 63 bits of BLAKE2b of the key."""
+def row_generators(seed, worker, tensor, step):
+    """Two torch.Generators for one step of one (seed, worker, tensor) stream, seeded with the two 32-bit halves of
+    64 bits of BLAKE2b of the key (torch.Generator.manual_seed keeps the low 32 bits of its seed on the CPU)."""
     key = hashlib.blake2b(b"".join(int(x).to_bytes(8, "little") for x in (seed, worker, tensor, step)),
                           digest_size=8).digest()
-    return torch.Generator().manual_seed(int.from_bytes(key, "little") >> 1)
+    h = int.from_bytes(key, "little")
+    return torch.Generator().manual_seed(h & 0xFFFFFFFF), torch.Generator().manual_seed(h >> 32)
+
+
+def uniforms(shape, generators):
+    """Float64 uniforms on [0, 1): (u1 + u2) mod 1 of the two generators' draws (uniform and independent of any
+    other key's as long as either generator differs)."""
+    u = torch.rand(shape, generator=generators[0], dtype=torch.float64)
+    u += torch.rand(shape, generator=generators[1], dtype=torch.float64)
+    return torch.where(u >= 1.0, u - 1.0, u)
 
 
 def sigma(g, naive=False):
@@ -42,7 +56,7 @@ def sigma(g, naive=False):
     return m * torch.sqrt(torch.mean((d / m) ** 2)) if m > 0 else torch.zeros((), dtype=torch.float32)
 
 
-def ternarize(g, scalar=None, generator=None, clip="none", c=2.5, naive_sigma=False):
+def ternarize(g, scalar=None, generators=None, clip="none", c=2.5, naive_sigma=False):
     """One TernGrad estimate of the float32 tensor g (torch ops) under the clipping mode `clip`."""
     a = g.abs()
     if clip != "none" and g.numel() > 0:
@@ -52,7 +66,7 @@ def ternarize(g, scalar=None, generator=None, clip="none", c=2.5, naive_sigma=Fa
     if g.numel() == 0 or s == 0:
         return torch.zeros_like(g)
     p = torch.minimum(a, s).double() / s.double()
-    keep = torch.rand(g.shape, generator=generator, dtype=torch.float64) < p
+    keep = uniforms(g.shape, generators) < p
     return torch.where(keep, torch.where(g < 0, -s, s), torch.zeros((), dtype=torch.float32))
 
 
@@ -61,7 +75,7 @@ def draw(g, *, seed, worker, tensor, step, steps, clip, c, scalar, naive_sigma=F
     if clip not in ("none", "clip", "saturate"):
         raise ValueError(f"unknown clipping mode {clip!r}")
     t = torch.from_numpy(np.ascontiguousarray(g, dtype=np.float32)).reshape(-1)
-    rows = [ternarize(t, scalar, row_generator(seed, worker, tensor, step + j), clip, c, naive_sigma)
+    rows = [ternarize(t, scalar, row_generators(seed, worker, tensor, step + j), clip, c, naive_sigma)
             for j in range(steps)]
     return torch.stack(rows).numpy() if rows else np.zeros((0, t.numel()), np.float32)
 

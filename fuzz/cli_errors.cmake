@@ -144,12 +144,23 @@ endfunction()
 
 # expect_stale_removed(<substring of the error> <args>... REPORTS <path>...): a report at each path, left by an
 # earlier run, must be gone after a run that ends in an error (exit 2), and stderr must say so, so that a
-# pipeline reading the report cannot take the old result for this run's. A symbolic link's target goes.
+# pipeline reading the report cannot take the old result for this run's. A symbolic link's target goes. Each
+# earlier report reads as one (a JSON object, JUnit XML, a table of terngrad's): a file of another kind at an
+# output path stays (expect_non_report_kept).
+macro(write_earlier_report path)
+  if(path MATCHES "\\.json$")
+    file(WRITE "${path}" "{\"earlier\": \"a report of an earlier run\"}\n")
+  elseif(path MATCHES "\\.xml$")
+    file(WRITE "${path}" "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"terngrad verify\">\n</testsuites>\n")
+  else()
+    file(WRITE "${path}" "terngrad calibrate: a report of an earlier run\n")
+  endif()
+endmacro()
 function(expect_stale_removed needle)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "REPORTS")
   set(args ${arg_UNPARSED_ARGUMENTS})
   foreach(path IN LISTS arg_REPORTS)
-    file(WRITE "${path}" "a report of an earlier run\n")
+    write_earlier_report("${path}")
   endforeach()
   execute_process(COMMAND "${TERNGRAD}" ${args} WORKING_DIRECTORY "${scratch}"
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
@@ -175,6 +186,35 @@ function(expect_stale_removed needle)
     endif()
   endforeach()
   tally_case("\n  stderr: ${err}" "  (earlier reports removed)")
+endfunction()
+
+# expect_non_report_kept(<substring of the error> <args>... KEPT <path>): a file at an output path that does not read
+# as a report (notes, an input) is left as it was by a run that ends in an error.
+function(expect_non_report_kept needle)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "KEPT" "")
+  set(args ${arg_UNPARSED_ARGUMENTS})
+  file(WRITE "${arg_KEPT}" "notes, not a report\n")
+  execute_process(COMMAND "${TERNGRAD}" ${args} WORKING_DIRECTORY "${scratch}"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+  string(REPLACE ";" " " shown "${args}")
+  set(problems "")
+  if(NOT rc STREQUAL "2")
+    string(APPEND problems " exit code '${rc}' (want 2);")
+  endif()
+  string(FIND "${err}" "${needle}" at)
+  if(at EQUAL -1)
+    string(APPEND problems " stderr does not name '${needle}';")
+  endif()
+  if(NOT EXISTS "${arg_KEPT}")
+    string(APPEND problems " ${arg_KEPT}, not a report, was removed;")
+  else()
+    file(READ "${arg_KEPT}" kept)
+    if(NOT kept STREQUAL "notes, not a report\n")
+      string(APPEND problems " ${arg_KEPT}, not a report, was changed;")
+    endif()
+    file(REMOVE "${arg_KEPT}")
+  endif()
+  tally_case("\n  stderr: ${err}" "  (a file that is not a report kept)")
 endfunction()
 
 # Subcommands this build has, from the top-level help.
@@ -221,6 +261,10 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("--seed" demo --seed)
     expect_usage_error("--seed" demo --seed -1)                    # was 2^64-1
     expect_usage_error("--seed" demo --seed 18446744073709551616)  # was 2^64-1
+    # whole numbers are decimal (CLI11 read 010 as octal 8 and refused 09); a hexadecimal number is refused
+    expect_run(RC 0 ARGS demo --seed 010 --elements 16 --draws 2 CONTAINS "seed 10,")
+    expect_run(RC 0 ARGS demo --seed 09 --elements 16 --draws 2 CONTAINS "seed 9,")
+    expect_usage_error("--c: must be a decimal number, got '0x10'" demo --c 0x10)
     # one element: the header outweighs the body, and the identity is 0 (was "ratio -nan", "0.12x smaller")
     expect_run(RC 0 ARGS demo --elements 1 --draws 2 CONTAINS "8.25x larger" "every draw is exact" LACKS "-nan" "smaller")
   elseif(sub STREQUAL "verify")
@@ -244,6 +288,17 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("--json excludes --list-mutants" verify --list-mutants --json "${scratch}/m.json" ABSENT "${scratch}/m.json")
     expect_usage_error("--verbose requires --self-test" verify --verbose --profile quick)
     expect_usage_error("--supports" verify --samples "${scratch}/g.npy" "${scratch}/v.npy" --supports clip)
+    expect_usage_error("--skip lists 'cross' twice" verify --skip cross,cross --profile quick ABSENT)
+    # an output that names an input would replace it (checked before the inputs are read)
+    file(WRITE "${scratch}/in-g.npy" "not read")
+    file(WRITE "${scratch}/in-v.npy" "not read")
+    expect_usage_error("--json ${scratch}/in-g.npy is the input file given to --samples" verify --samples
+                       "${scratch}/in-g.npy" "${scratch}/in-v.npy" --json "${scratch}/in-g.npy")
+    expect_usage_error("--junit ${scratch}/./in-v.npy is the input file given to --samples" verify --samples
+                       "${scratch}/in-g.npy" "${scratch}/in-v.npy" --junit "${scratch}/./in-v.npy")
+    file(REMOVE "${scratch}/in-g.npy" "${scratch}/in-v.npy")
+    expect_non_report_kept("external codec exited with status 1" verify --profile quick --no-progress --impl exec:false
+                           --json "${scratch}/notes.json" KEPT "${scratch}/notes.json")
     # a run that ends in an error leaves no report of an earlier run at its paths (the program fails mid-run;
     # the implementation is unavailable; a link's target)
     # (labelled as the external program's failure, not by a codec error code)
@@ -277,6 +332,7 @@ foreach(sub IN LISTS subcommands)
     expect_run(RC 0 ARGS compare --clip clip,saturate reference optimized --elements 64 --draws 1 --no-progress
                CONTAINS "IDENTICAL (101 cases")
     expect_usage_error("compare: clipping mode 'none' listed twice" compare reference optimized --clip none,none)
+    expect_usage_error("--alpha requires --stat" compare reference optimized --alpha 0.1)  # was ignored
     expect_usage_error("--clip: 'bogus' not in" compare reference optimized --clip none,bogus)
     expect_usage_error("--elements excludes --d" compare reference optimized --d 10 --elements 20)
     expect_stale_removed("external codec exited with status 1" compare reference exec:false --elements 64 --draws 1
@@ -287,6 +343,9 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("--data-size" converge --data-size 1)
     expect_usage_error("--samples" converge --samples 1)  # the old name keeps its check
     expect_usage_error("--out: cannot create output folder" converge --steps 2 --seeds 1 --out "${CMAKE_CURRENT_LIST_FILE}")
+    expect_usage_error("--methods lists 'tern' twice" converge --methods tern,tern ABSENT)
+    expect_usage_error("is the file summary.json that --out" converge --out "${scratch}/cv" --json "${scratch}/cv/summary.json"
+                       ABSENT "${scratch}/cv")
     # --json is checked with --out, before the runs (was: curves.csv and summary.json written, then the error)
     expect_usage_error("--json ${scratch} is a folder" converge --steps 2 --seeds 1 --no-progress --out "${scratch}/cdir"
                        --json "${scratch}" ABSENT "${scratch}/cdir")
@@ -301,6 +360,8 @@ foreach(sub IN LISTS subcommands)
     expect_run(RC 0 ARGS converge --help CONTAINS "0 (Gaussian features) or in [1, 1e6]" LACKS "--tail-dof FLOAT:FLOAT in [0 - 1e+06]")
   elseif(sub STREQUAL "train")
     expect_usage_error("--progress" train --progress --no-progress --steps 1)
+    expect_usage_error("--layerwise: must be true or false" train --layerwise 2)  # read as true
+    expect_usage_error("--checkpoint-every requires --checkpoint" train --checkpoint-every 5)
     expect_usage_error("/nonexistent/checkpoint" train --resume /nonexistent/checkpoint)
     expect_usage_error("/nonexistent/data" train --data-dir /nonexistent/data)
     expect_usage_error("--lr" train --lr -1)

@@ -290,7 +290,7 @@ def cases():
 
     # ---- a full disk: RLIMIT_FSIZE makes the write fail (EFBIG) mid-file; SIGXFSZ is ignored by the program
     def fsize_json(env):
-        out_path = write(env.p("out.json"), b"previous")
+        out_path = write(env.p("out.json"), b'{"earlier": "a report of a previous run"}\n')
 
         # The writer never leaves a half-written file or a temporary; the program then removes the report an
         # earlier run left there, since this run ended in an error (a pipeline must not read it as this run's).
@@ -311,7 +311,7 @@ def cases():
                        % ("" if probe is None else ": " + (probe.stderr.strip().splitlines() or [""])[-1]))
         full = env.p("full")
         os.mkdir(full)
-        script = ("mount -t tmpfs -o size=16k tmpfs {f} && printf previous > {f}/out.json && "
+        script = ("mount -t tmpfs -o size=16k tmpfs {f} && printf '{{}}' > {f}/out.json && "
                   "(head -c 65536 /dev/zero > {f}/filler 2>/dev/null; true) && "
                   "{{ \"$@\"; rc=$?; ls -A {f} > {d}/after.ls; exit $rc; }}"
                   ).format(f=shlex.quote(full), d=shlex.quote(env.d))

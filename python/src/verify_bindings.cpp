@@ -63,6 +63,16 @@ void require_finite(std::span<const float> g, std::size_t i, std::size_t count) 
                                    tv::non_finite_name(g[k]) + " (the checks need a finite gradient)");
 }
 
+// A number given as the scalar: a TypeError naming it for anything else (a str, bytes, a dict, an array; a bool,
+// which would read as 1 or 0), not the cast's RuntimeError "std::bad_cast".
+float scalar_number(nb::handle h, const std::string& what) {
+  float v = 0.0f;
+  if (nb::isinstance<nb::bool_>(h) || nb::isinstance<nb::str>(h) || nb::isinstance<nb::bytes>(h) ||
+      !nb::try_cast<float>(nb::borrow(h), v))
+    throw nb::type_error((what + " must be a number or None, got " + py_type_name(h)).c_str());
+  return v;
+}
+
 // The shared scalar of tensor i: None, one float for every tensor, or a list with one entry each.
 std::optional<float> scalar_of(nb::handle scalar, std::size_t i, std::size_t count) {
   if (scalar.is_none()) return std::nullopt;
@@ -71,9 +81,9 @@ std::optional<float> scalar_of(nb::handle scalar, std::size_t i, std::size_t cou
       bad_input("scalar: " + std::to_string(nb::len(scalar)) + " entries for " + std::to_string(count) + " tensors");
     nb::handle s = scalar[i];
     if (s.is_none()) return std::nullopt;
-    return nb::cast<float>(s);
+    return scalar_number(s, nth("scalar", i, count));
   }
-  return nb::cast<float>(scalar);
+  return scalar_number(scalar, "scalar");
 }
 
 // Rows of a (draws, d) array, of a (draws, *g.shape) one (as `terngrad verify --samples` reads), or

@@ -1,15 +1,16 @@
 """terngrad._cli: `python -m terngrad`, the command line of the installed package.
 
     python -m terngrad verify [--impl NAME] [--profile quick|ci|full] [--seed N] [--alpha A] [--beta B]
-                              [--skip C,...] [--supports S,...] [--json FILE] [--junit FILE] [--no-progress]
+                              [--skip C,...] [--supports S,...] [--unseeded] [--exec-timeout SECONDS]
+                              [--json FILE] [--junit FILE] [--no-progress]
     python -m terngrad verify --samples G.npy VALUES.npy [...] [--clip MODE] [--c C] [--scalar S]
     python -m terngrad verify --list-mutants
     python -m terngrad --version
 
 `verify` mirrors the C++ program's `terngrad verify` (same options, defaults, report and exit status:
 0 pass, 1 a check failed, 2 a usage or input error), running the battery through terngrad.verify. Not
-here: --self-test, --example, --exec-timeout and --verbose (the self-test is the C++ program's), and the
-'cuda' implementation needs a CUDA build. Besides the C++ program's names, --impl takes
+here: --self-test, --example and --verbose (the self-test is the C++ program's), and the 'cuda'
+implementation needs a CUDA build. An option given twice is refused, as there. Besides the C++ program's names, --impl takes
 python:MODULE:FUNCTION, a draw function (terngrad.verify.run) imported from the current folder.
 """
 import argparse
@@ -33,12 +34,26 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+class _Once(argparse.Action):
+    """An option of one value given twice is refused (argparse keeps the last silently), as the C++ program does."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, "_given", None) is None:
+            namespace._given = set()
+        if self.dest in namespace._given:
+            raise UsageError(f"{option_string} given 2 times (give it once)")
+        namespace._given.add(self.dest)
+        setattr(namespace, self.dest, values)
+
+
 def _list_of(known, what):
     def parse(text):
         items = [x.strip() for x in text.split(",") if x.strip()]
-        for x in items:
+        for k, x in enumerate(items):
             if x not in known:
                 raise argparse.ArgumentTypeError(f"unknown {what} '{x}' (known: {', '.join(known)})")
+            if x in items[:k]:
+                raise argparse.ArgumentTypeError(f"lists '{x}' twice (give each once)")
         return items
     return parse
 
@@ -60,6 +75,16 @@ def _seed(text):
     v = int(text)
     if not 0 <= v < 2**64:
         raise argparse.ArgumentTypeError(f"{text} is not in [0, 2^64)")
+    return v
+
+
+def _timeout(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not 0.001 <= v <= 86400:
+        raise argparse.ArgumentTypeError(f"{text} is not in [0.001, 86400]")
     return v
 
 
@@ -93,42 +118,48 @@ def build_parser(verify):
         description="Statistical verification battery: structure, unbiasedness, variance, independence, streams, "
                     "clipping, layer-wise scalars, aggregation, cross-implementation bytes (exit 0 pass, 1 fail, "
                     "2 error)")
-    v.add_argument("--impl", default=None, metavar="NAME",
+    v.add_argument("--impl", action=_Once, default=None, metavar="NAME",
                    help="Implementation: reference, optimized, cuda, exec:'CMD' (external program, one process per "
                         "request, docs/battery.md), serve:'CMD' (one process for the run), mutant:NAME or "
                         "variant:NAME (--list-mutants), python:MODULE:FUNCTION (a draw function) "
                         "(default: optimized)")
-    v.add_argument("--profile", default=None, choices=list(verify.PROFILES),
+    v.add_argument("--profile", action=_Once, default=None, choices=list(verify.PROFILES),
                    help="quick (ctest), ci or full (default: ci)")
-    v.add_argument("--seed", type=_seed, default=None,
+    v.add_argument("--seed", action=_Once, type=_seed, default=None,
                    help=f"Seed of the gradients and of the codec streams (default: {DEFAULT_SEED})")
-    v.add_argument("--alpha", type=_probability, default=None,
+    v.add_argument("--alpha", action=_Once, type=_probability, default=None,
                    help="Total false-fail probability of the run, in [1e-300, 0.5] (default: the profile's, 1e-6 "
                         "for quick and ci, 1e-9 for full; 1e-6 with --samples)")
-    v.add_argument("--beta", type=_probability, default=None,
+    v.add_argument("--beta", action=_Once, type=_probability, default=None,
                    help="1 - power at which detectable effects are stated, in [1e-300, 0.5] (default: 1e-3)")
-    v.add_argument("--json", metavar="FILE", help="Write the results as JSON to FILE ('-': on stdout, instead of "
+    v.add_argument("--json", action=_Once, metavar="FILE", help="Write the results as JSON to FILE ('-': on stdout, instead of "
                                                   "the table)")
-    v.add_argument("--junit", metavar="FILE", help="Write the results as JUnit XML to FILE ('-': on stdout, instead "
+    v.add_argument("--junit", action=_Once, metavar="FILE", help="Write the results as JUnit XML to FILE ('-': on stdout, instead "
                                                    "of the table)")
-    v.add_argument("--skip", type=_list_of(verify.CHECKS, "check"), default=[], metavar="C,...",
+    v.add_argument("--skip", action=_Once, type=_list_of(verify.CHECKS, "check"), default=[], metavar="C,...",
                    help="Checks to leave out, comma-separated (e.g. cross for a codec with its own random stream): "
                         + ", ".join(verify.CHECKS) + " (default: none)")
-    v.add_argument("--supports", type=_list_of(verify.CAPABILITIES, "capability"), default=[], metavar="S,...",
+    v.add_argument("--supports", action=_Once, type=_list_of(verify.CAPABILITIES, "capability"), default=[], metavar="S,...",
                    help="What the implementation implements, comma-separated: none, clip, saturate (clipping "
                         "modes), shared-scalar, spec-stream (default: all). The battery runs only what applies and "
                         "says what it left out")
+    v.add_argument("--unseeded", action="store_true",
+                   help="The implementation draws fresh randomness on every call (a framework's global generator), "
+                        "so the same key does not give the same bytes: leave out only the same-key comparisons and "
+                        "cross (terngrad.verify.run's reproducible=False)")
+    v.add_argument("--exec-timeout", action=_Once, type=_timeout, default=None, metavar="SECONDS",
+                   help="Seconds an external codec (exec:, serve:) may take per call, in [0.001, 86400] (default: 300)")
     v.add_argument("--no-progress", action="store_true", help="No progress line on stderr")
     v.add_argument("--list-mutants", action="store_true", help="List the mutants and the correct variants and exit")
     v.add_argument("--samples", nargs=2, action="append", metavar=("G.npy", "VALUES.npy"),
                    help="Check draws made elsewhere instead of running an implementation: G.npy (the gradient, "
                         "float32) and VALUES.npy (float32, shape (draws, G.size), row j = the decoded g~ of draw j); "
                         "repeat for the layers of one gradient. Runs structure, unbiased, variance and independence")
-    v.add_argument("--clip", choices=["none", "clip", "saturate"], default=None,
+    v.add_argument("--clip", action=_Once, choices=["none", "clip", "saturate"], default=None,
                    help="With --samples: the clipping mode the draws used (default: none)")
-    v.add_argument("--c", type=_positive, default=None,
+    v.add_argument("--c", action=_Once, type=_positive, default=None,
                    help="With --samples: the clipping factor c, bound c * sigma (default: 2.5)")
-    v.add_argument("--scalar", type=_scalar, default=None,
+    v.add_argument("--scalar", action=_Once, type=_scalar, default=None,
                    help="With --samples: the shared scalar the draws were asked for, if any")
     return p
 
@@ -252,13 +283,21 @@ def _check_outputs(a):
 def _samples(a, verify):
     import numpy as np
 
-    for option in ("impl", "profile", "seed"):
+    for option in ("impl", "profile", "seed", "exec_timeout"):
         if getattr(a, option) is not None:
-            raise UsageError(f"--samples excludes --{option}")
+            raise UsageError(f"--samples excludes --{option.replace('_', '-')}")
+    if a.unseeded:
+        raise UsageError("--samples excludes --unseeded")
     for s in a.skip:
         if s != "independence":
             raise UsageError(f"--samples: only the independence check can be skipped, not '{s}'")
     _check_outputs(a)
+    for gp, vp in a.samples:  # an output must not replace an input
+        for option, out in (("--json", a.json), ("--junit", a.junit)):
+            for inp in (gp, vp):
+                if out and out != "-" and (out == inp or _same_file(out, inp)):
+                    raise UsageError(f"{option} {out} is the input file given to --samples: the output would replace "
+                                     "it (give the output another name)")
     grads, values = [], []
     for gp, vp in a.samples:
         grads.append(_load_npy(gp, np))
@@ -275,6 +314,12 @@ def _verify(a, verify):
         if getattr(a, option) is not None and not a.samples:
             raise UsageError(f"--{option} needs --samples")
     if a.list_mutants:
+        given = [o for o, v in (("--impl", a.impl), ("--profile", a.profile), ("--seed", a.seed), ("--alpha", a.alpha),
+                                ("--beta", a.beta), ("--json", a.json), ("--junit", a.junit), ("--skip", a.skip),
+                                ("--supports", a.supports), ("--unseeded", a.unseeded),
+                                ("--exec-timeout", a.exec_timeout), ("--samples", a.samples)) if v]
+        if given:
+            raise UsageError(f"{given[0]} excludes --list-mutants (it lists the mutants and runs nothing)")
         for name, text in verify.MUTANTS.items():
             print(f"mutant:{name:<18} {text}")
         for name, text in verify.VARIANTS.items():
@@ -288,7 +333,9 @@ def _verify(a, verify):
         _check_outputs(a)
         result = verify.run(target, profile=a.profile or "ci", seed=DEFAULT_SEED if a.seed is None else a.seed,
                             skip=a.skip, supports=a.supports, alpha=a.alpha, beta=a.beta,
-                            progress=not a.no_progress, name=impl if target is not impl else None)
+                            progress=not a.no_progress, name=impl if target is not impl else None,
+                            reproducible=not a.unseeded,
+                            exec_timeout=300.0 if a.exec_timeout is None else a.exec_timeout)
     if "-" not in (a.json, a.junit):  # a report on stdout goes there instead of the table
         sys.stdout.write(result.table())
     for path, text in ((a.json, result.to_json), (a.junit, result.to_junit)):
@@ -308,17 +355,40 @@ def _signal_of(text):
     return int(m.group(1)) if m else None
 
 
+def _same_file(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _reads_as_report(option, path):
+    """Whether the file reads as what `option` writes (a JSON object, JUnit XML): only such a file is removed as a
+    report of an earlier run; a file of another kind there (notes, data) stays, as `terngrad verify` leaves it."""
+    import json
+    try:
+        with open(path, "rb") as f:
+            if option == "--json":
+                if os.path.getsize(path) > 1 << 30:
+                    return False
+                return isinstance(json.loads(f.read().decode("utf-8")), dict)
+            head = f.read(4096)
+    except (OSError, ValueError):
+        return False
+    return b"\0" not in head and head.startswith(b"<?xml") and b"<testsuites" in head
+
+
 def _retire_reports(a):
     """A run that ends in an error or is interrupted leaves no report of an earlier run at its --json/--junit
     paths (a pipeline reading them would take the old result for this run's), as `terngrad verify` does:
-    regular files only (a symbolic link's target, which the writer would have replaced). Returns the paths
-    removed, which the error line names."""
+    regular files only (a symbolic link's target, which the writer would have replaced) that read as reports.
+    Returns the paths removed, which the error line names."""
     removed = []
-    for path in (getattr(a, "json", None), getattr(a, "junit", None)):
+    for option, path in (("--json", getattr(a, "json", None)), ("--junit", getattr(a, "junit", None))):
         if not path or path == "-" or path.startswith(("/proc/", "/dev/")):
             continue
         target = os.path.realpath(path)
-        if not os.path.isfile(target):
+        if not os.path.isfile(target) or not _reads_as_report(option, target):
             continue
         try:
             os.remove(target)

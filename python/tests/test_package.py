@@ -80,6 +80,11 @@ def test_verify_python_draw_function(tmp_path):
     (["verify", "--json", ""], "--json: is empty"),
     (["verify", "--json", "r.xml", "--junit", "./r.xml"], "--json and --junit name the same file"),
     (["verify", "--supports", "spec-stream"], "names no clipping mode"),
+    # an option given twice is refused (argparse kept the last), as by the C++ program; so is a list naming one twice
+    (["verify", "--profile", "quick", "--profile", "ci"], "--profile given 2 times (give it once)"),
+    (["verify", "--skip", "cross,cross"], "lists 'cross' twice"),
+    (["verify", "--list-mutants", "--json", "m.json"], "--json excludes --list-mutants"),
+    (["verify", "--exec-timeout", "0"], "0 is not in [0.001, 86400]"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(args, message):
     r = cli(*args)
@@ -115,13 +120,18 @@ def test_verify_bad_paths_are_one_line_and_leave_nothing(tmp_path):
     refused("verify", "--samples", str(tmp_path / "big.npy"), str(v),
             message="g must be little-endian (native) float32, got >f4")
     refused("verify", "--samples", str(g), str(tmp_path), message="not a regular file")
+    # an output naming an input would replace it
+    refused("verify", "--samples", str(g), str(v), "--json", str(g), message=f"--json {g} is the input file given to --samples")
+    refused("verify", "--samples", str(g), str(v), "--junit", "./v.npy", message="--junit ./v.npy is the input file given")
+    assert np.load(g).shape == (8,) and np.load(v).shape == (4, 8)
 
 
 def test_a_run_ending_in_an_error_leaves_no_earlier_report(tmp_path):
     # a pipeline that reads --json after a failed run must not find the previous run's PASS there
     old_json, old_xml, target = tmp_path / "r.json", tmp_path / "r.xml", tmp_path / "target.json"
-    for p in (old_json, old_xml, target):
-        p.write_text("a report of an earlier run\n")
+    for p in (old_json, target):
+        p.write_text('{"earlier": "a report of an earlier run"}\n')
+    old_xml.write_text('<?xml version="1.0"?>\n<testsuites name="terngrad verify">\n</testsuites>\n')
     (tmp_path / "link.json").symlink_to(target)
     r = cli("verify", "--profile", "quick", "--no-progress", "--impl", "exec:false", "--json", str(old_json),
             "--junit", str(old_xml), cwd=tmp_path)
@@ -132,6 +142,12 @@ def test_a_run_ending_in_an_error_leaves_no_earlier_report(tmp_path):
     r = cli("verify", "--impl", "fastest", "--json", "link.json", cwd=tmp_path)  # refused after parsing
     assert r.returncode == 2 and "unknown --impl 'fastest'" in r.stderr and "removed link.json" in r.stderr, r.stderr
     assert not target.exists() and (tmp_path / "link.json").is_symlink()
+    # a file at an output path that does not read as a report (notes; an input .npy) stays
+    notes = tmp_path / "notes.json"
+    notes.write_text("notes, not a report\n")
+    r = cli("verify", "--profile", "quick", "--no-progress", "--impl", "exec:false", "--json", str(notes), cwd=tmp_path)
+    assert r.returncode == 2 and "removed" not in r.stderr, r.stderr
+    assert notes.read_text() == "notes, not a report\n"
 
 
 @pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM", "SIGHUP"])
@@ -142,7 +158,7 @@ def test_an_interrupted_run_leaves_no_earlier_report(tmp_path, signame):
     import signal
     sig = getattr(signal, signame)
     old_json = tmp_path / "r.json"
-    old_json.write_text("a report of an earlier run\n")
+    old_json.write_text('{"earlier": "a report of an earlier run"}\n')
     env = dict(os.environ, PYTHONPATH=str(pathlib.Path(tg.__file__).resolve().parent.parent) + os.pathsep +
                os.environ.get("PYTHONPATH", ""))
     # its own session: the signal reaches this run alone, and SIGINT is not ignored as in a background job

@@ -400,6 +400,32 @@ def test_torch_codec_with_float32_sigma_passes_every_clipped_check():
 
 
 @needs_torch
+def test_torch_codec_streams_are_keyed_by_64_bits_not_by_torchs_32_bit_seed():
+    # torch.Generator.manual_seed keeps the low 32 bits of its seed on the CPU: a codec seeding one generator with a
+    # 63-bit hash of the key shares a stream between two keys whose hashes agree there (the battery's ci collision
+    # probe found such pairs in 2^18 steps with probability 0.9997). The example seeds two generators, one per half.
+    import hashlib
+    import torch
+    codec = _torch_codec()
+    assert torch.equal(torch.rand(8, generator=torch.Generator().manual_seed(5)),
+                       torch.rand(8, generator=torch.Generator().manual_seed(2**40 + 5)))  # the truncation itself
+    seen, pair = {}, None
+    for step in range(1 << 18):  # two steps of one key whose 64-bit hashes share the low 32 bits (a birthday pair)
+        key = hashlib.blake2b(b"".join(int(x).to_bytes(8, "little") for x in (7, 0, 0, step)), digest_size=8).digest()
+        low = int.from_bytes(key, "little") & 0xFFFFFFFF
+        if low in seen:
+            pair = (seen[low], step)
+            break
+        seen[low] = step
+    assert pair is not None
+    g = np.linspace(-1, 1, 4096, dtype=np.float32)
+    rows = [codec.draw(g, seed=7, worker=0, tensor=0, step=k, steps=1, clip="none", c=2.5, scalar=None)[0] for k in pair]
+    assert not np.array_equal(rows[0], rows[1]), pair
+    one = [codec.row_generators(7, 0, 0, k)[0] for k in pair]  # the low halves alone: one stream
+    assert torch.equal(torch.rand(8, generator=one[0]), torch.rand(8, generator=one[1]))
+
+
+@needs_torch
 def test_torch_codec_with_naive_float32_sigma_fails_only_on_extreme_magnitudes():
     # GRACE's way (squares of the raw deviations): sigma is 0 on 1e-30 (and subnormal) data and inf on 1e30
     # data. The battery must fail exactly those families, and pass every other one.

@@ -86,6 +86,16 @@ def test_check_values_reads_decoded_estimates_like_check_samples():
     assert "scalar" in rows_of(wrong, "structure")[0].detail
 
 
+@pytest.mark.parametrize("scalar", ["a", b"x", {}, np.array(["a"]), True])
+def test_a_shared_scalar_that_is_not_a_number_is_a_type_error(scalar):
+    # (was RuntimeError "std::bad_cast"; a bool read as 1)
+    g = gaussian(64, seed=4)
+    with pytest.raises(TypeError, match="scalar must be a number or None, got"):
+        tv.check_values(g, np.zeros((8, 64), np.float32), scalar=scalar)
+    with pytest.raises(TypeError, match=r"scalar\[0\] must be a number or None"):
+        tv.check_values([g, g], [np.zeros((8, 64), np.float32)] * 2, scalar=[scalar, 1.0])
+
+
 def test_a_correct_third_party_codec_with_its_own_random_numbers_passes():
     """A TernGrad written with NumPy's generator (not Philox): different bytes, same distribution."""
     g = gaussian(4096, seed=4)

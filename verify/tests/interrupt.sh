@@ -28,8 +28,8 @@ fail=0
 grep -q "interrupted by signal 15" "$tmp/stderr" || { echo "stderr was: $(cat "$tmp/stderr")"; fail=1; }
 set -m  # background jobs in a script ignore SIGINT otherwise (and the program keeps a signal it started ignoring)
 for sig in INT TERM; do
-  echo earlier >"$tmp/old.json"
-  echo earlier >"$tmp/old.xml"
+  echo '{"earlier": "run"}' >"$tmp/old.json"  # reports, as an earlier run wrote them (other files stay)
+  printf '<?xml version="1.0"?>\n<testsuites name="terngrad verify">\n</testsuites>\n' >"$tmp/old.xml"
   "$terngrad" verify --profile ci --no-progress --json "$tmp/old.json" --junit "$tmp/old.xml" \
     >"$tmp/stdout" 2>"$tmp/stderr" &
   pid=$!

@@ -93,6 +93,12 @@ void write_outputs(const std::string& dir, const TrainConfig& c, const TrainResu
   j["data_description"] = r.data_description;
   j["start_step"] = r.start_step;
   j["steps_done"] = r.step_records.size();
+  // A snapshot written during the run (every --eval-every steps) says it is one: a folder left by a run that was
+  // interrupted or failed is not taken for a finished run's
+  j["finished"] = r.finished;
+  if (!r.finished)
+    j["status"] = "snapshot at step " + std::to_string(r.start_step + static_cast<long>(r.step_records.size())) + " of " +
+                  std::to_string(r.steps) + ", written during the run: a run that stopped here was interrupted or failed";
   j["time_s"] = {{"compute", r.compute_s}, {"encode", r.encode_s}, {"communicate", r.comm_s}, {"wait", r.wait_s},
                  {"wire", r.wire_s}, {"decode", r.decode_s}, {"optimizer", r.optimizer_s}, {"wall", r.wall_s}};
   if (!r.rank_records.empty()) {  // totals per rank over this run's steps

@@ -799,6 +799,7 @@ TrainResult run_training(const TrainConfig& c) {
     throw std::runtime_error("rank " + std::to_string(c.rank) + ": the ranks' final weights differ (non-deterministic gradients?)");
   r.live_checks = live.checks_run(), r.live_checks_failed = live.checks_failed(), r.live_check_s = live.seconds();
   r.wall_s = seconds_since(wall0);
+  r.finished = true;
   if (leader && !c.out_dir.empty()) write_outputs(c.out_dir, c, r);
   return r;
 }

@@ -136,6 +136,7 @@ struct TrainResult {
   std::vector<LayerStepRecord> layer_records;
   long live_checks = 0, live_checks_failed = 0;  // live checks run (and failed) by this process
   double live_check_s = 0.0;                      // their time (outside the step timings)
+  bool finished = false;  // every step run: run.json says so ("finished"); a snapshot during the run does not
 };
 
 /// Runs (or resumes) one training run. Throws std::exception with a clear message on bad options,
