@@ -3255,5 +3255,61 @@ TEST(Battery, PlannedDecisionsAreTheStatRows) {
   EXPECT_NEAR(alpha, r.options.profile.alpha_total, 1e-15);
 }
 
+
+// A codec that outputs nothing where |g| is tiny (an epsilon in the scalar, subnormal inputs flushed to zero): its
+// scalar reads as 0, and the structure row says that nothing was kept, not even max|g| (p = 1), naming FTZ/DAZ on
+// the subnormal family. The reference's rows never say so.
+TEST(Battery, AllZeroOutputsAreNamedAsNothingKept) {
+  Options o = small_options(1024, 4, 4, all_checks_but({"structure"}));
+  o.supports = {"none", "spec-stream"};
+  ValuesSampler ftz("ftz", [](std::vector<float>& v, const Draws&) {
+    float top = 0.0f;
+    for (float x : v) top = std::max(top, std::fabs(x));
+    if (top < 1e-20f) std::fill(v.begin(), v.end(), 0.0f);
+  });
+  const Result r = run_battery(ftz, o);
+  EXPECT_TRUE(failed(r, "structure")) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "no element was output in any of the 4 draws, not even max|g|")) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "subnormal inputs flushed to zero, FTZ/DAZ?")) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "an epsilon added to the scalar, |g| / (s + eps), that outweighs |g| here?")) << format_table(r);
+  auto ref = make_sampler("reference", {});
+  EXPECT_FALSE(any_detail(run_battery(*ref, o), "no element was output")) << "the reference";
+}
+
+// A codec that ignores the shared scalar it is given (uses its own max|g|): named as such.
+TEST(Battery, ASharedScalarIgnoredIsNamed) {
+  Options o = small_options(1024, 4, 4, {});
+  o.supports = {"none", "shared-scalar", "spec-stream"};
+  RewritingSampler own("shared-ignored", [](const DrawRequest& r) {
+    DrawRequest q = r;
+    q.scalar.reset();
+    return q;
+  });
+  const Result r = run_battery(own, o);
+  EXPECT_FALSE(r.pass()) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "not the shared scalar")) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "the shared scalar ignored?")) << format_table(r);
+}
+
+// Clamping g around its mean, to [mean - c sigma, mean + c sigma], gives the scalar |mean| + c sigma: named as that,
+// not as "a sigma computed another way".
+TEST(Battery, AClampAroundTheMeanIsNamed) {
+  Options o = small_options(1024, 4, 4, all_checks_but({"structure", "clipping"}));
+  o.supports = {"clip", "spec-stream"};
+  RewritingSampler centred("clamp-around-mean", [](const DrawRequest& r) {
+    DrawRequest q = r;
+    if (!r.scalar && !r.g.empty() && r.params.clip != ClipMode::none) {
+      const Moments m = reference_codec().moments(r.g);
+      float top = 0.0f;
+      for (float x : r.g) top = std::max(top, std::fabs(x));
+      q.scalar = std::min(top, static_cast<float>(std::fabs(m.mean) + r.params.c * m.sigma));
+    }
+    return q;
+  });
+  const Result r = run_battery(centred, o);
+  EXPECT_TRUE(failed(r, "clipping.structure")) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "g clamped to [mean - c sigma, mean + c sigma], around its mean")) << format_table(r);
+}
+
 }  // namespace
 }  // namespace tg::verify

@@ -256,6 +256,16 @@ std::string sigma_rule_hint(std::span<const float> g, const Params& params, floa
     if (got < M && got >= lo && got <= hi) below.push_back(r.text);
     if (got == M && hi >= M) at_max.push_back(r.text);
   }
+  // g clamped around its mean, to [mean - c sigma, mean + c sigma]: the largest clamped magnitude is |mean| + c sigma
+  // (the spec clamps |g| at c sigma, around 0). Within 1e-5 relative (float32 arithmetic of the sum), outside the
+  // spec's window.
+  if (got < M && mo.mean != 0.0 && (got < b.lo || got > b.hi)) {
+    const double target = std::fabs(mo.mean) + params.c * mo.sigma;
+    if (std::fabs(static_cast<double>(got) - target) <= 1e-5 * target)
+      below.insert(below.begin(), strf("|mean| + c sigma = %.6g + %.6g: g clamped to [mean - c sigma, mean + c sigma], "
+                                       "around its mean, where the spec clamps it to [-c sigma, c sigma], around 0",
+                                       std::fabs(mo.mean), params.c * mo.sigma));
+  }
   // A sigma summed in float32 without scaling: squares above float32's range make it inf (no bound: the scalar
   // is max|g|); squares below its smallest normal number lose their digits or vanish (the bound falls, to 0).
   constexpr double kF32Max = static_cast<double>(std::numeric_limits<float>::max());

@@ -387,6 +387,27 @@ std::string scale_hint(std::span<const float> g, float scalar, float max_abs, co
 // draws were made under another clipping rule than the one checked (a sigma over n - 1, without the mean, of |g|,
 // a float32 sum of squares out of range: sigma_rule_hint; a maximum over part of the tensor; a codec that ignores
 // --c, or saved draws checked without --clip). Empty when the scalar says nothing of the kind.
+// A keep probability as text: 4 significant digits, and 1 - x where those would round a p below 1 up to "1" (which
+// reads as a sure keep).
+std::string probability_text(double p) {
+  if (p < 1.0 && p >= 0.99995) return strf("1 - %.3g", 1.0 - p);
+  return strf("%.4g", p);
+}
+
+// Where no element was output in any draw: a scalar of 0 read from all-zero rows, where the spec keeps max|g| with
+// p = 1 (no correct codec draws an all-zero row for a gradient that is not 0).
+std::string nothing_kept_hint(std::span<const float> g, float scalar, float spec, std::uint64_t kept, std::uint32_t n) {
+  if (scalar != 0.0f || !(spec > 0.0f) || kept != 0 || g.empty()) return {};
+  float top = 0.0f;
+  for (float x : g) top = std::max(top, std::fabs(x));
+  return strf("; no element was output in any of the %u draws, not even max|g| = %.9g, which the spec keeps with p = 1: "
+              "every keep probability near 0%s",
+              n, static_cast<double>(top),
+              top < std::numeric_limits<float>::min()
+                  ? " (subnormal inputs flushed to zero, FTZ/DAZ? an epsilon added to the scalar, |g| / (s + eps)?)"
+                  : " (an epsilon added to the scalar, |g| / (s + eps), that outweighs |g| here?)");
+}
+
 std::string clipping_hint(std::span<const float> g, float scalar, float max_abs, const Params& params, bool own_scalar) {
   if (!own_scalar || !std::isfinite(scalar) || scalar < 0.0f || g.empty()) return {};
   if (std::string h = sigma_rule_hint(g, params, scalar); !h.empty()) return h;
@@ -408,6 +429,7 @@ struct Observed {
   std::uint64_t ulps = 0;
   std::vector<std::int8_t> first_rows;
   std::vector<float> first_scalars;
+  std::uint64_t outputs = 0;  // nonzero outputs counted where the scalar is 0
 };
 
 struct Acc {
@@ -567,8 +589,8 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
       double pv = binomial_two_sided_pvalue(n, count[e], p_test(e));
       if (random ? pv <= a_coord : pv == 0.0) {
         if (bad < kNamed)
-          named += strf("%s%s kept %u of %u, p_k = %.4g", bad ? "; " : ": ", coordinate_name(sp, e).c_str(), count[e],
-                        n, phat[e]);
+          named += strf("%s%s kept %u of %u, p_k = %s", bad ? "; " : ": ", coordinate_name(sp, e).c_str(), count[e],
+                        n, probability_text(phat[e]).c_str());
         rejected.push_back(e);
         ++bad;
       }
@@ -577,7 +599,7 @@ void emit_unbiased(Ctx& c, const JobSpec& job, const JobState& st, JobOut& out) 
     if (bad > kNamed) named += strf("; and %zu more", bad - kNamed);
     named += rejected_pattern(sp, st.xmag, rejected);
     const double adj = std::min(1.0, minp * static_cast<double>(D));
-    r.statistic = strf("worst: %u/%u kept, p_k = %.4g", count[worst], n, phat[worst]);
+    r.statistic = strf("worst: %u/%u kept, p_k = %s", count[worst], n, probability_text(phat[worst]).c_str());
     if (random) {
       r.threshold = "adj. p <= alpha";
       r.p = adj;
@@ -976,6 +998,8 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
                               j0 + j, static_cast<double>(d.scalars[j]), static_cast<double>(obs[li].scalar)));
         const double w = wscale[li];
         const std::int8_t* t = d.trits.data() + static_cast<std::size_t>(j) * d.d;
+        if (obs[li].scalar == 0.0f)  // a scalar of 0: were any outputs nonzero (nothing_kept_hint)?
+          for (std::size_t k = 0; k < d.d; ++k) obs[li].outputs += t[k] != 0;
         double ps = 0.0, ds = 0.0, vs = 0.0;
         // A row without anything for structure_fail (every trit in -1..1 with the input's sign, no
         // element the observed scalar must keep left out), checked on the bytes alone, takes a loop
@@ -1140,7 +1164,12 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
     }
     std::string dist = std::isfinite(o.scalar) ? strf("%llu float32 ulps away", static_cast<unsigned long long>(o.ulps)) : "not finite";
     // the specific readings (half precision, no absolute value, another norm) before the clipping ones
-    std::string hint = specific_scalar_hint(l.layer->g, o.scalar, l.rule.scalar, sp.own_scalar);
+    std::string hint = nothing_kept_hint(l.layer->g, o.scalar, l.rule.scalar, o.outputs, n);
+    if (hint.empty()) hint = specific_scalar_hint(l.layer->g, o.scalar, l.rule.scalar, sp.own_scalar);
+    if (hint.empty() && !sp.own_scalar && l.request_scalar && o.scalar == l.max_abs && o.scalar != l.rule.scalar)
+      hint = strf("; the scalar is this tensor's own max|g|, not the shared scalar %.9g it was given: the shared scalar "
+                  "ignored?",
+                  static_cast<double>(*l.request_scalar));
     if (hint.empty() && li == 0) hint = repeat_scalar_note;
     if (hint.empty() && sp.own_scalar && job.params.clip != ClipMode::none)
       hint = clipped_values_hint(l.layer->g, o.scalar, l.max_abs, l.rule.scalar, count.data() + l.off, n);
