@@ -2455,6 +2455,24 @@ TEST(Battery, CollisionFindsTensorAndWorkerIdsReducedModuloAPeriod) {
   EXPECT_TRUE(any_detail(r, "an id reduced modulo a divisor of")) << format_table(r);
 }
 
+// Every tensor id from 1 up keyed as tensor 1 (the id left out of the key but for 0): the named pair of ids (1 and 10,
+// 1 and 1000, ...) fits a period, but the id ladders' neighbours 1 and 2 share a stream too, which no period above
+// 1 does: the row names the id left out, not a period (the reduction modulo 4093 above keeps its period reading).
+TEST(Battery, CollisionNamesAnIdLeftOutRatherThanAPeriodWhereNeighboursShareAStream) {
+  Options o = small_options(512, 1024, 4, all_checks_but({"collision"}));
+  RewritingSampler collapsed("tensor-ids-collapsed", [](const DrawRequest& r) {
+    DrawRequest q = r;
+    q.key.tensor = std::min<std::uint32_t>(q.key.tensor, 1);
+    return q;
+  });
+  const Result r = run_battery(collapsed, o);
+  EXPECT_TRUE(failed(r, "collision")) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "in the id ladder, 127 pairs of neighbouring tensor ids share a stream too (1 and 2 the "
+                            "first), which no period above 1 does")) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "the tensor id left out of the key (for these ids)?")) << format_table(r);
+  EXPECT_FALSE(any_detail(r, "an id reduced modulo a divisor")) << format_table(r);
+}
+
 // Two steps of one key that share a stream: a generator seeded from a short hash of the key (np.random.seed
 // takes 32 bits), or a step that enters the key through a 16-bit hash. Each row is drawn under its own
 // rewritten key; here steps 2k and 2k + 1 share a stream from step 16 to 65533, so the long probe's steps
@@ -2807,6 +2825,23 @@ class UniformEditSampler : public Sampler {
   std::string name_;
   Edit edit_;
 };
+
+// A SIMD remainder loop that restarts the stream: the last d mod 16 elements take the uniforms of elements 0..
+// Only the small pass's 4095-element tensors reach the lag (4080) at which that shows; the lag row names the size
+// and the remainder.
+TEST(Battery, ARemainderLoopThatRestartsTheStreamIsNamedBySizeAndRemainder) {
+  Options o = small_options(512, 64, 4, all_checks_but({"collision"}));
+  UniformEditSampler tail("simd-tail-restart", [](const StreamKey&, std::vector<std::uint32_t>& u) {
+    const std::size_t d = u.size(), r = d % 16;
+    if (d >= 32)
+      for (std::size_t k = 0; k < r; ++k) u[d - r + k] = u[k];
+  });
+  const Result r = run_battery(tail, o);
+  EXPECT_TRUE(failed(r, "collision")) << format_table(r);
+  EXPECT_TRUE(any_detail(r, "lag 4080 is reached only in the 4095-element tensors: their last 15 elements (4095 mod 16: "
+                            "the remainder after blocks of 16) agree with their first 15, a remainder loop that restarts "
+                            "the stream")) << format_table(r);
+}
 
 class HalfShiftSampler : public UniformEditSampler {
  public:

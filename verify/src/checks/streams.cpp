@@ -4,6 +4,7 @@
 // that appears twice, at any offset, in any stream of many keys (including keys far apart) is a
 // reused stream (docs/statistics.md, "Collision").
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <iterator>
@@ -695,6 +696,9 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
   const std::vector<std::uint32_t> ladder = id_ladder(B);
   const std::size_t R = static_cast<std::size_t>(H) + 2 * ladder.size();  // rows in all
   std::uint64_t long_findings = 0;
+  // Neighbouring ids of a ladder whose rows are equal (bits 64..m - 1), for the tensor and the worker ladder: no
+  // period above 1 maps two neighbours to one stream, so where they share one the id is left out of the key.
+  std::array<std::uint32_t, 2> equal_neighbours{0, 0}, first_neighbour{0, 0};
   if (H) {
     const std::vector<float> gl(g.begin(), g.begin() + static_cast<std::ptrdiff_t>(m));
     const std::size_t words = (m + 63) / 64 + 1;
@@ -723,6 +727,13 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
         Draws dr = c.sampler.draw({gl, params, key, 1, std::nullopt});
         take(dr, 0, key);
         c.progress.add(static_cast<double>(m), "collision");
+      }
+    for (std::size_t field = 0; field < 2; ++field)
+      for (std::size_t i = 0; i + 1 < ladder.size(); ++i) {
+        if (ladder[i + 1] != ladder[i] + 1) continue;
+        const std::size_t a = H + field * ladder.size() + i;
+        if (agree_from_64(rows.data() + a * words, rows.data() + (a + 1) * words, m, 0) && equal_neighbours[field]++ == 0)
+          first_neighbour[field] = ladder[i];
       }
     std::unordered_multimap<std::uint64_t, std::uint32_t> by_window;
     for (std::size_t j = 0; j < R; ++j) by_window.emplace(rows[j * words + 1], static_cast<std::uint32_t>(j));
@@ -835,6 +846,19 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
                  "same uniform for neighbouring elements?) rather than from a reused stream",
                  worst_lag.lag, worst_lag.z)
           : "";
+  // A named pair of ids read as a period ("an id reduced modulo a divisor of 999?") where the id ladders show
+  // neighbouring ids sharing a stream, which no period above 1 does: the id left out of the key instead.
+  for (std::size_t field = 0; field < 2; ++field) {
+    const char* what = field ? "worker" : "tensor";
+    const std::size_t at = first.find(strf("(%s ids ", what));
+    const std::size_t guess = at == std::string::npos ? at : first.find(": an id reduced modulo a divisor of ", at);
+    const std::size_t close = guess == std::string::npos ? guess : first.find(')', guess);
+    if (equal_neighbours[field] == 0 || close == std::string::npos) continue;
+    first.replace(guess, close - guess,
+                  strf(": in the id ladder, %u pairs of neighbouring %s ids share a stream too (%u and %u the first), which no "
+                       "period above 1 does: the %s id left out of the key (for these ids)?",
+                       equal_neighbours[field], what, first_neighbour[field], first_neighbour[field] + 1, what));
+  }
   const char* lead = first.find(kUnfairLead) == std::string::npos && lag_note.empty() ? "streams reused: " : "mask bits repeat: ";
   r.detail = repeats ? lead + first + lag_note + (repeats > 1 ? strf(" (and %llu more)", static_cast<unsigned long long>(repeats - 1)) : "")
                      : strf("%zu streams of %zu mask bits (%zu keys: steps 0..3 x workers 0..3 x tensors 0..1, steps "
@@ -881,6 +905,23 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
                           "differs from the spec's there (a remainder loop?), so the lag scan cannot be judged",
                           small_pass_name().c_str(), small_fraction);
   mark_rejected(lag);
+  // A lag that only one size of the small pass reaches, within 64 of its length: the last elements repeat the first
+  // (a remainder loop that restarts the stream), said with the size and the remainder.
+  if (!lag.pass && small_fair && worst_lag_pass == small_pass_name() && worst_lag.lag) {
+    std::size_t reach = 0, size = 0;
+    for (std::size_t n : kSmallProbeSizes)
+      if (scanned_lags_whole(n) >= worst_lag.lag) ++reach, size = n;
+    const std::size_t r = size - worst_lag.lag;
+    if (reach == 1 && r >= 1 && r < 64) {
+      std::string block;
+      for (std::size_t w = 2048; w >= 2 && block.empty(); w /= 2)
+        if (size % w == r) block = strf(" (%zu mod %zu: the remainder after blocks of %zu)", size, w, w);
+      lag.detail += strf("; lag %zu is reached only in the %zu-element tensors: their last %zu elements%s %s their first "
+                         "%zu, a remainder loop that restarts the stream (the uniforms of elements 0..%zu)?",
+                         worst_lag.lag, size, r, block.c_str(), worst_lag.z >= 0 ? "agree with" : "are complemented in",
+                         r, r - 1);
+    }
+  }
   c.rows.push_back(lag);
 }
 

@@ -1164,8 +1164,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
     }
     std::string dist = std::isfinite(o.scalar) ? strf("%llu float32 ulps away", static_cast<unsigned long long>(o.ulps)) : "not finite";
     // the specific readings (half precision, no absolute value, another norm) before the clipping ones
-    std::string hint = nothing_kept_hint(l.layer->g, o.scalar, l.rule.scalar, o.outputs, n);
-    if (hint.empty()) hint = specific_scalar_hint(l.layer->g, o.scalar, l.rule.scalar, sp.own_scalar);
+    std::string hint = specific_scalar_hint(l.layer->g, o.scalar, l.rule.scalar, sp.own_scalar);
     if (hint.empty() && !sp.own_scalar && l.request_scalar && o.scalar == l.max_abs && o.scalar != l.rule.scalar)
       hint = strf("; the scalar is this tensor's own max|g|, not the shared scalar %.9g it was given: the shared scalar "
                   "ignored?",
@@ -1174,6 +1173,8 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
     if (hint.empty() && sp.own_scalar && job.params.clip != ClipMode::none)
       hint = clipped_values_hint(l.layer->g, o.scalar, l.max_abs, l.rule.scalar, count.data() + l.off, n);
     if (hint.empty()) hint = clipping_hint(l.layer->g, o.scalar, l.max_abs, job.params, sp.own_scalar);
+    // after a reading of the scalar (a clip bound of 0 from a sigma that underflowed also outputs nothing)
+    hint += nothing_kept_hint(l.layer->g, o.scalar, l.rule.scalar, o.outputs, n);
     const std::string m = strf("%s: scalar %.9g, spec %.9g (%s; %s)%s", l.layer->name.c_str(), static_cast<double>(o.scalar),
                                static_cast<double>(l.rule.scalar), dist.c_str(),
                                job.params.clip != ClipMode::none && sp.own_scalar
