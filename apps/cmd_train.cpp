@@ -88,7 +88,7 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   sub->add_option("--resume", c.resume, "Continue from this checkpoint (every rank reads the same file; --codec signsgd-ef: each worker takes its own residuals back, and a checkpoint without them is refused)")->check(tg::app::regular_file());
   sub->add_option("--timeout-s", c.timeout_s, "Bound on the rendezvous and on every collective (multi-process)")
       ->check(tg::app::in_range(0.1, 86400.0));
-  sub->add_option("--external-store", c.external_store, "The store is hosted by `terngrad train-store`, not by rank 0");
+  sub->add_option("--external-store", c.external_store, "The store is hosted by `terngrad train-store` (a subcommand left out of `terngrad --help`; see `terngrad train-store --help`), not by rank 0");
   // Set by `terngrad launch` (or by hand to start ranks one by one).
   sub->add_option("--rank", c.rank, "Rank of this process in a multi-process run (default -1: none given, one process)")->check(tg::app::in_range(0, 1023));
   sub->add_option("--world-size", c.world_size, "Number of ranks (0: simulation in one process)")->check(tg::app::in_range(0, 1024));

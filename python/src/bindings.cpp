@@ -470,7 +470,11 @@ NB_MODULE(_core, m) {
       "The clip bound c*sigma as float32 (sigma: population std in the canonical order); inf for clip='none'.");
 
   m.def(
-      "shared_scalar", [](const std::vector<float>& scalars) { return tg::shared_scalar(scalars); },
+      "shared_scalar",
+      [](const std::vector<float>& scalars) {
+        if (scalars.empty()) throw nb::value_error("shared_scalar: no worker scalars (give one per worker)");
+        return tg::shared_scalar(scalars);
+      },
       "worker_scalars"_a,
       "The shared scalar: the max of the workers' tensor_scalar values (one max-allreduce in a real run).");
 

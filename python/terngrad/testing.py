@@ -30,7 +30,14 @@ class TerngradFailure(AssertionError):
 def assert_terngrad(impl, *, profile="ci", seed=20171204, supports=(), skip=(), alpha=None, junit=None):
     """Run the battery on `impl` (a name or a draw function, as terngrad.verify.run takes) and return the
     Result; raise TerngradFailure (an AssertionError) with a short summary when any check fails.
-    junit: a file to write the battery's JUnit XML to (one case per check, names stable across seeds)."""
+    junit: a file to write the battery's JUnit XML to (one case per check, names stable across seeds); a path that
+    cannot be written raises ValueError before the run, as the command line refuses it."""
+    if junit:
+        from ._cli import UsageError, _check_writable
+        try:
+            _check_writable("junit", os.fspath(junit))
+        except UsageError as e:
+            raise ValueError(str(e)) from None
     result = _verify.run(impl, profile=profile, seed=seed, supports=list(supports), skip=list(skip), alpha=alpha)
     if junit:
         from ._core import write_output  # the project's one output writer

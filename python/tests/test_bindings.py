@@ -107,6 +107,11 @@ def test_layers_get_their_own_scalar_and_consecutive_tensor_ids():
         tg.encode_layers([layers[0], layers[1].astype(np.float64)])
 
 
+def test_shared_scalar_of_no_workers_is_an_error():
+    with pytest.raises(ValueError, match="no worker scalars"):  # was 0.0, where aggregate([]) raised
+        tg.shared_scalar([])
+
+
 def test_shared_scalar_and_exact_aggregation():
     rng = np.random.default_rng(11)
     grads = [rng.normal(0, 1 + w, 1000).astype(np.float32) for w in range(4)]

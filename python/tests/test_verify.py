@@ -513,6 +513,9 @@ def test_assert_terngrad_raises_a_short_assertion(tmp_path):
         assert_terngrad("mutant:p-grid-1024", profile="quick", skip=["cross"])
     assert isinstance(info.value, TerngradFailure) and not info.value.result.passed
     assert "unbiased-by-p/pladder" in str(info.value) and "reproduce:" in str(info.value)
+    # a JUnit path that cannot be written is refused before the run (was: OSError after the whole battery)
+    with pytest.raises(ValueError, match="junit /proc/x/j.xml: cannot create folder /proc/x"):
+        assert_terngrad(lambda g, **k: None, profile="quick", junit="/proc/x/j.xml")
 
 
 def test_check_values_takes_draws_of_a_shaped_gradient():
