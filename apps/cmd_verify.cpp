@@ -189,7 +189,7 @@ int run_self_test(const VerifyOptions& o) {
 int run_samples(const VerifyOptions& o) {
   if (o.samples.size() % 2 != 0)
     throw Error(ErrorCode::invalid_argument, "--samples takes two files per tensor: G.npy VALUES.npy (got " +
-                                                 std::to_string(o.samples.size()) + " file names)");
+                                                 std::to_string(o.samples.size()) + " file name" + (o.samples.size() == 1 ? ")" : "s)"));
   SampleCheckOptions so;
   so.params.clip = parse_clip_mode(o.clip.c_str());
   so.params.c = o.c;

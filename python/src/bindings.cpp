@@ -267,7 +267,7 @@ NB_MODULE(_core, m) {
                    "(bytes).\n\nclip: 'none' (s = max|g|), 'clip' (clamp to c*sigma, paper Eq. 7) or "
                    "'saturate' (same bytes as clip). packing: '2bit' or 'base3'. Tensors with fewer than "
                    "float_below elements travel as float32. ") +
-       kKeyDoc + " codec: 'optimized', 'reference' or 'portable'. as_array: return the payload as a "
+       kKeyDoc + " codec: one of CODECS ('optimized', 'reference', 'portable', or an optimized kernel set by name). as_array: return the payload as a "
                  "writable NumPy uint8 array that owns it (no copy into bytes; torch.from_numpy takes it "
                  "as is).\nRaises TypeError for a non-float32 input, NonFiniteError (a ValueError) for "
                  "NaN/Inf, CodecError for bad options.")

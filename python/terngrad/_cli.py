@@ -261,9 +261,13 @@ def _load_npy(path, np):
             raise UsageError(f"--samples: {path} is not a .npy file ("
                              + ("it is empty" if not magic else "it does not start with the .npy magic \\x93NUMPY")
                              + "; write it with np.save)")
-        return np.load(path, allow_pickle=False)
+        a = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as e:
         raise UsageError(f"--samples: {path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    if a.ndim > 1 and not a.flags.c_contiguous and sum(n > 1 for n in a.shape) > 1:  # as `terngrad verify` reads it
+        raise UsageError(f"--samples: {path}: a Fortran-order array (fortran_order True) of shape {a.shape}: save it in "
+                         "C order (np.save(path, np.ascontiguousarray(a)))")
+    return a
 
 
 def _check_outputs(a):

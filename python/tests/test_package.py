@@ -120,6 +120,8 @@ def test_verify_bad_paths_are_one_line_and_leave_nothing(tmp_path):
     refused("verify", "--samples", str(tmp_path / "big.npy"), str(v),
             message="g must be little-endian (native) float32, got >f4")
     refused("verify", "--samples", str(g), str(tmp_path), message="not a regular file")
+    np.save(tmp_path / "gF.npy", np.asfortranarray(np.ones((4, 2), np.float32)))  # named, as the C++ program does
+    refused("verify", "--samples", str(tmp_path / "gF.npy"), str(v), message="gF.npy: a Fortran-order array")
     # an output naming an input would replace it
     refused("verify", "--samples", str(g), str(v), "--json", str(g), message=f"--json {g} is the input file given to --samples")
     refused("verify", "--samples", str(g), str(v), "--junit", "./v.npy", message="--junit ./v.npy is the input file given")
