@@ -58,11 +58,15 @@ def _list_of(known, what):
     return parse
 
 
-def _probability(text):
+def _number(text):
     try:
-        v = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+
+
+def _probability(text):
+    v = _number(text)
     if not 1e-300 <= v <= 0.5:
         raise argparse.ArgumentTypeError(f"{text} is not in [1e-300, 0.5]")
     return v
@@ -79,30 +83,21 @@ def _seed(text):
 
 
 def _timeout(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    v = _number(text)
     if not 0.001 <= v <= 86400:
         raise argparse.ArgumentTypeError(f"{text} is not in [0.001, 86400]")
     return v
 
 
 def _positive(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    v = _number(text)
     if not (v > 0 and v < float("inf")):
         raise argparse.ArgumentTypeError(f"{text} is not finite and positive")
     return v
 
 
 def _scalar(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    v = _number(text)
     if not 0.0 <= v <= 3.4e38:
         raise argparse.ArgumentTypeError(f"{text} is not in [0, 3.4e38]")
     return v
