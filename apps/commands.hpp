@@ -199,25 +199,8 @@ inline void check_output_file(const std::string& option, const std::string& file
   fail(": cannot create folder " + parent.string() + ": " + a.problem);
 }
 
-// Two outputs of one command must not be one file (one would silently replace the other) nor both stdout.
-// Paths are compared after resolving "." and "..", symbolic links and the current folder.
-inline void check_distinct_outputs(const std::string& option_a, const std::string& a, const std::string& option_b,
-                                   const std::string& b) {
-  if (a.empty() || b.empty()) return;
-  if (a == "-" || b == "-") {
-    if (a == b) throw std::invalid_argument(option_a + " - and " + option_b + " - cannot both go to stdout");
-    return;
-  }
-  std::error_code ea, eb;
-  const std::filesystem::path pa = std::filesystem::weakly_canonical(a, ea), pb = std::filesystem::weakly_canonical(b, eb);
-  if ((!ea && !eb && pa == pb) || a == b)
-    throw std::invalid_argument(option_a + " and " + option_b + " name the same file, " + a +
-                                ": one would replace the other (give two file names)");
-}
-
-// An output must not be one of the run's inputs, nor a file the run writes into its --out folder: the report
-// would replace the data it was made from (verify --samples G V --json G), or one output the other. Compared by
-// device and inode where both exist (a hard link, a path through a symbolic link), else by resolved path.
+// Whether paths a and b name one file: by device and inode where both exist (a hard link, a path through a
+// symbolic link), else by the path with ".", "..", links and the current folder resolved.
 inline bool same_file(const std::string& a, const std::string& b) {
   struct stat sa {}, sb {};
   if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
@@ -225,6 +208,22 @@ inline bool same_file(const std::string& a, const std::string& b) {
   const std::filesystem::path pa = std::filesystem::weakly_canonical(a, ea), pb = std::filesystem::weakly_canonical(b, eb);
   return a == b || (!ea && !eb && pa == pb);
 }
+
+// Two outputs of one command must not be one file (one would silently replace the other, same_file) nor both stdout.
+inline void check_distinct_outputs(const std::string& option_a, const std::string& a, const std::string& option_b,
+                                   const std::string& b) {
+  if (a.empty() || b.empty()) return;
+  if (a == "-" || b == "-") {
+    if (a == b) throw std::invalid_argument(option_a + " - and " + option_b + " - cannot both go to stdout");
+    return;
+  }
+  if (same_file(a, b))
+    throw std::invalid_argument(option_a + " and " + option_b + " name the same file, " + a +
+                                ": one would replace the other (give two file names)");
+}
+
+// An output must not be one of the run's inputs, nor a file the run writes into its --out folder: the report
+// would replace the data it was made from (verify --samples G V --json G), or one output the other (same_file).
 inline void check_output_not_input(const std::string& option_out, const std::string& out, const std::string& option_in,
                                    const std::string& in) {
   if (out.empty() || out == "-" || in.empty() || in == "-") return;

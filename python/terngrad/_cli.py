@@ -271,8 +271,7 @@ def _check_outputs(a):
             raise UsageError(f"{option}: is empty: give a file name (an unset variable?)")
     if a.json == "-" and a.junit == "-":
         raise UsageError("--json - and --junit - cannot both go to stdout")
-    if a.json and a.junit and a.json != "-" and a.junit != "-" and (
-            a.json == a.junit or os.path.realpath(a.json) == os.path.realpath(a.junit)):
+    if a.json and a.junit and a.json != "-" and a.junit != "-" and _same_file(a.json, a.junit):
         raise UsageError(f"--json and --junit name the same file, {a.json}: one would replace the other "
                          "(give two file names)")
     _check_writable("--json", a.json)
@@ -294,7 +293,7 @@ def _samples(a, verify):
     for gp, vp in a.samples:  # an output must not replace an input
         for option, out in (("--json", a.json), ("--junit", a.junit)):
             for inp in (gp, vp):
-                if out and out != "-" and (out == inp or _same_file(out, inp)):
+                if out and out != "-" and _same_file(out, inp):
                     raise UsageError(f"{option} {out} is the input file given to --samples: the output would replace "
                                      "it (give the output another name)")
     grads, values = [], []
