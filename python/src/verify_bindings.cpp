@@ -49,6 +49,18 @@ std::vector<nb::handle> items(nb::handle obj) {
   return out;
 }
 
+// How g and the draws were given, when their counts differ: "g is one array and values a list of 64: ...".
+[[noreturn]] void counts_differ(nb::handle g, std::initializer_list<std::pair<const char*, nb::handle>> draws) {
+  auto form = [](nb::handle obj) {
+    const bool list = nb::isinstance<nb::list>(obj) || nb::isinstance<nb::tuple>(obj);
+    return list ? "a list of " + std::to_string(nb::len(obj)) : std::string("one array");
+  };
+  std::string text = "g is " + form(g);
+  for (const auto& [name, obj] : draws) text += std::string(", ") + name + " " + form(obj);
+  bad_input(text + ": give one of each per tensor (a list of arrays is a layer-wise gradient, tensor i = layer i; "
+                   "the draws of one tensor go in one array with a row per draw, e.g. numpy.asarray(rows, numpy.float32))");
+}
+
 std::string nth(const char* what, std::size_t i, std::size_t count) {
   return count == 1 ? std::string(what) : std::string(what) + "[" + std::to_string(i) + "]";
 }
@@ -448,8 +460,7 @@ void bind_verify(nb::module_& m) {
         std::vector<nb::handle> gs = items(g), ts = items(trits), ss = items(scalars);
         const std::size_t count = gs.size();
         if (ts.size() != count || ss.size() != count)
-          bad_input(std::to_string(count) + " gradients, " + std::to_string(ts.size()) + " trit arrays and " +
-                    std::to_string(ss.size()) + " scalar arrays: give one of each per tensor");
+          counts_differ(g, {{"trits", trits}, {"scalars", scalars}});
         std::vector<FloatView> gv, sv;
         std::vector<View<std::int8_t>> tv_;
         std::vector<tv::TensorSamples> samples;
@@ -489,8 +500,7 @@ void bind_verify(nb::module_& m) {
         std::vector<nb::handle> gs = items(g), vs = items(values);
         const std::size_t count = gs.size();
         if (vs.size() != count)
-          bad_input(std::to_string(count) + " gradients and " + std::to_string(vs.size()) +
-                    " value arrays: give one of each per tensor");
+          counts_differ(g, {{"values", values}});
         std::vector<FloatView> gv;
         std::vector<tv::Draws> draws;
         std::vector<tv::TensorSamples> samples;

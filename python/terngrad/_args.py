@@ -5,7 +5,8 @@ ones. nanobind refuses anything else with one generic TypeError ("incompatible f
 the signature, the argument types) that does not say which argument is wrong or why. `explained`
 wraps a binding: when that TypeError comes, it finds the argument that caused it and raises instead
 ValueError "encode(): seed must be an integer in [0, 2^64), got -1", or TypeError "encode(): seed must
-be an integer, got float" (for every argument the signature types as int, not only the table's).
+be an integer, got float" (for every argument the signature types as int, not only the table's). A bool
+where the signature takes an int or a float (seed=True, which nanobind reads as 1) is refused before the call.
 An unknown keyword argument is named too ("run(): unexpected keyword argument 'suport'"), and so is a list of
 names given as one string (supports="none"). Anything else (and any case it cannot pin down) is raised as it was.
 """
@@ -23,6 +24,8 @@ _UNSIGNED_BITS = {
 def whole(where, name, value, bits=None):
     """value as an int (NumPy integers too), in [0, 2^bits) when bits is given; otherwise TypeError or
     ValueError "<where>: <name> must be an integer [in [0, 2^bits)], got ..."."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":  # operator.index(True) is 1
+        raise TypeError(f"{where}: {name} must be an integer, got bool {value!r}")
     try:
         v = operator.index(value)
     except TypeError:
@@ -59,10 +62,33 @@ def _diagnose(name, args, kwargs, message):
     return None
 
 
+def _numeric_params(fn):
+    """[(position, name, annotation)] of fn's int and float parameters, from the signature nanobind puts on
+    the first line of its docstring."""
+    doc = (getattr(fn, "__doc__", None) or "").split("\n", 1)[0]
+    sig = re.match(r"\w+\((.*)\) ->", doc)
+    if not sig:
+        return []
+    params = re.findall(r"(?:^|, )(\w+): ([\w.\[\] |]+?)(?= = |, \w+: |$)", sig.group(1))
+    return [(i, p, a) for i, (p, a) in enumerate(params) if a.split(" | ")[0] in ("int", "float")]
+
+
+def _refuse_bools(name, numeric, args, kwargs):
+    # nanobind takes True as 1 and 1.0 (bool is a subclass of int): a flag passed where a number was meant
+    for i, arg, annotation in numeric:
+        value = args[i] if i < len(args) else kwargs.get(arg)
+        if isinstance(value, bool) or type(value).__name__ == "bool_":
+            kind = "an integer" if annotation.startswith("int") else "a number"
+            raise TypeError(f"{name}(): {arg} must be {kind}, got bool {value!r}")
+
+
 def explained(fn):
     """fn, raising a named error for an out-of-type integer argument (see the module's text)."""
+    numeric = _numeric_params(fn)
+
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        _refuse_bools(getattr(fn, "__name__", "function"), numeric, args, kwargs)
         try:
             return fn(*args, **kwargs)
         except TypeError as e:

@@ -273,6 +273,16 @@ def test_bad_options_are_value_errors():
     with pytest.raises(ValueError, match=r"philox_uniforms\(\): tensor must be an integer"):
         tg.philox_uniforms(4, tensor=-1)
     assert tg.encode(g, seed=np.uint64(2**64 - 1)) == tg.encode(g, seed=2**64 - 1)  # NumPy integers stay accepted
+    # a bool where a number is meant (nanobind reads True as 1 and 1.0): refused, keyword or positional
+    with pytest.raises(TypeError, match=r"encode\(\): seed must be an integer, got bool True"):
+        tg.encode(g, seed=True)
+    with pytest.raises(TypeError, match=r"encode\(\): seed must be an integer, got bool False"):
+        tg.encode(g, False)
+    with pytest.raises(TypeError, match=r"encode\(\): c must be a number, got bool True"):
+        tg.encode(g, clip="clip", c=True)
+    with pytest.raises(TypeError, match=r"philox_uniforms\(\): n must be an integer, got bool True"):
+        tg.philox_uniforms(True)
+    assert tg.encode(g, as_array=True) is not None  # a bool argument stays a bool
     with pytest.raises(TypeError, match="incompatible function arguments"):
         tg.encode(g, clip=5)  # not an integer argument: nanobind's message, unchanged
 

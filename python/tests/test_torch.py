@@ -46,6 +46,7 @@ def test_state_refuses_bad_keys_up_front():
         ({"seed": -1}, ValueError, r"seed must be an integer in \[0, 2\^64\), got -1"),
         ({"seed": 2**64}, ValueError, r"seed must be an integer in \[0, 2\^64\)"),
         ({"seed": 1.5}, TypeError, "seed must be an integer, got float 1.5"),  # int() truncated it to 1
+        ({"seed": True}, TypeError, "seed must be an integer, got bool True"),  # operator.index(True) is 1
         ({"step": 2**32}, ValueError, r"step must be an integer in \[0, 2\^32\)"),
         ({"float_below": -3}, ValueError, "float_below must be an integer in"),
         ({"c": float("nan")}, ValueError, "c must be a finite number > 0"),

@@ -212,8 +212,16 @@ def test_bad_samples_are_named():
         tv.check_samples(g, trits.T, sc)
     with pytest.raises(ValueError, match="values must be C-contiguous"):
         tv.check_values(g, np.asfortranarray((s * trits).astype(np.float32)))
-    with pytest.raises(tg.CodecError, match="1 gradients and 2 value arrays"):
+    with pytest.raises(tg.CodecError, match=r"g is one array, values a list of 2: give one of each per tensor \(a list "
+                                            r"of arrays is a layer-wise gradient"):
         tv.check_values(g, [(s * trits).astype(np.float32)] * 2)
+    # rows as a Python list where one 2-D array was meant: the way out is named
+    with pytest.raises(tg.CodecError, match=r"g is one array, values a list of 8: .*numpy\.asarray\(rows, numpy\.float32\)"):
+        tv.check_values(g, (s * trits).astype(np.float32).tolist())
+    with pytest.raises(tg.CodecError, match=r"g is a list of 2, trits one array, scalars one array: give one of each"):
+        tv.check_samples([g, g], trits, sc)
+    with pytest.raises(TypeError, match=r"check_values\(\): alpha must be a number, got bool True"):
+        tv.check_values(g, (s * trits).astype(np.float32), alpha=True)
     bad = g.copy()
     bad[17] = np.inf
     with pytest.raises(tg.NonFiniteError, match=r"^g: element 17 of the gradient is \+inf \(the checks need a finite "

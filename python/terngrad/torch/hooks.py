@@ -39,8 +39,6 @@ from . import FLOAT_ALWAYS, as_numpy
 
 def _whole(name, value, bits):
     """value as an int in [0, 2^bits), or a ValueError/TypeError naming the argument (a bool refused)."""
-    if isinstance(value, bool):
-        raise TypeError(f"TernGradState: {name} must be an integer, got bool")
     return whole("TernGradState", name, value, bits)
 
 
