@@ -199,6 +199,11 @@ inline void check_output_file(const std::string& option, const std::string& file
   fail(": cannot create folder " + parent.string() + ": " + a.problem);
 }
 
+// At most `room` characters of s: its start and its end, " ... " between them where it is longer (the end of a
+// message holds what an external program said last, such as the exception that ended it; a path echoed whole
+// would fill the screen).
+std::string elide_middle(const std::string& s, std::size_t room);
+
 // Whether paths a and b name one file: by device and inode where both exist (a hard link, a path through a
 // symbolic link), else by the path with ".", "..", links and the current folder resolved.
 inline bool same_file(const std::string& a, const std::string& b) {

@@ -150,7 +150,8 @@ int main(int argc, char** argv) {
     const std::string most = ": At Most 1 required but received ";
     if (const std::size_t at = what.find(most); at != std::string::npos)
       what = what.substr(0, at) + " given " + what.substr(at + most.size()) + " times (give it once)";
-    return where + ": " + what + " (see " + where + " --help)\n";
+    // at most 500 characters (a path echoed whole would fill the screen): its start and its end
+    return tg::app::elide_middle(where + ": " + what.substr(0, what.find('\n')) + " (see " + where + " --help)", 500) + "\n";
   });
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   app.option_defaults()->always_capture_default();  // every --help shows each option's default

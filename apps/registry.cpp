@@ -45,14 +45,13 @@ extern "C" void retire_on_signal(int sig) {
 }
 }  // namespace
 
-namespace {
-// At most `room` characters of s: its start and its end, " ... " between them where it is longer (the end of a
-// message holds what an external program said last, such as the exception that ended it).
 std::string elide_middle(const std::string& s, std::size_t room) {
   if (s.size() <= room) return s;
   const std::size_t head = room / 3, tail = room - head - 5;
   return s.substr(0, head) + " ... " + s.substr(s.size() - tail);
 }
+
+namespace {
 
 // One line of at most 500 characters: the first line of a message (LibTorch appends a stack trace
 // after a newline).

@@ -34,6 +34,13 @@ endmacro()
 # Counts the case (cases, failures, set in the calling function's parent scope) and prints it: FAIL with
 # `detail`, or ok with `ok_tail`.
 macro(tally_case detail ok_tail)
+  string(LENGTH "${shown}" shown_length)
+  if(shown_length GREATER 400)  # a 20,000-character path: its start and its end
+    string(SUBSTRING "${shown}" 0 200 shown_head)
+    math(EXPR tail_at "${shown_length} - 195")
+    string(SUBSTRING "${shown}" ${tail_at} 195 shown_tail)
+    set(shown "${shown_head} ... ${shown_tail}")
+  endif()
   math(EXPR n "${cases} + 1")
   set(cases ${n} PARENT_SCOPE)
   if(problems)
@@ -460,6 +467,17 @@ if(NOT has_calibrate EQUAL -1)
   expect_usage_error("--seeds: must be a whole number in [2, 1000000], got '1e3'" calibrate --seeds 1e3)
   expect_stale_removed("external codec exited with status 1" calibrate --impl exec:false --seeds 2 --no-progress
                        --json "${scratch}/old.json" --output "${scratch}/old.txt" REPORTS "${scratch}/old.json" "${scratch}/old.txt")
+endif()
+
+# A path of 20,000 characters is named by its start and its end, not echoed whole (the line stays within 500:
+# CLI11's checks, the commands' own, an output path that cannot be made).
+string(REPEAT "a" 20000 long_name)
+set(long_path "${scratch}/${long_name}")
+expect_usage_error("--skip: ${scratch}/aaa" verify --skip "${long_path}")
+expect_usage_error("error: --json ${scratch}/aaa" verify --profile quick --json "${long_path}/r.json" ABSENT "${long_path}")
+list(FIND subcommands model has_model)
+if(NOT has_model EQUAL -1)
+  expect_usage_error("--compute-from: file not found: ${scratch}/aaa" model --net lenet --compute-from "${long_path}")
 endif()
 
 file(REMOVE_RECURSE "${scratch}")

@@ -466,5 +466,7 @@ def _main(argv, command, parser, verify):
     if removed:  # said on the same line: one line on stderr
         line += "; removed %s, %s of an earlier run (this run wrote none)" % (
             " and ".join(removed), "reports" if len(removed) > 1 else "a report")
+    if len(line) > 600:  # a path echoed whole would fill the screen: its start and its end, as the C++ program
+        line = line[:200] + " ... " + line[-395:]
     print(line, file=sys.stderr)
     return rc
