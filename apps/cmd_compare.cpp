@@ -67,8 +67,19 @@ int run_compare(const CompareCli& o) {
   eo.timeout_s = o.exec_timeout;
   std::unique_ptr<Sampler> a, b;
   try {
-    a = make_sampler(o.a, eo);
-    b = make_sampler(o.b, eo);
+    // an unknown name is named as the argument it is (compare takes A and B, not --impl)
+    auto sampler = [&](const std::string& impl, const char* which) {
+      try {
+        return make_sampler(impl, eo);
+      } catch (const Error& e) {
+        std::string what = e.what();
+        if (const std::size_t at = what.find("unknown --impl"); at != std::string::npos)
+          throw Error(e.code(), what.substr(0, at) + "unknown implementation " + which + what.substr(at + 14));
+        throw;
+      }
+    };
+    a = sampler(o.a, "A");
+    b = sampler(o.b, "B");
   } catch (const Unavailable& e) {
     std::fprintf(stderr, "terngrad compare: %s\n", e.what());
     return 2;
@@ -136,7 +147,7 @@ static Command compare_command() {
     sub->add_option("--seed", opts->seed, "Seed of the gradients and of the stream keys")->capture_default_str();
     // One comma-separated list per --clip (repeatable): an option taking a list of values would also take the
     // implementations A and B that follow it.
-    sub->add_option("--clip", opts->clip_lists, "Clipping modes to compare, comma-separated (default: none,clip,saturate)")
+    sub->add_option("--clip", opts->clip_lists, "Clipping modes to compare, comma-separated")
         ->expected(1)
         ->allow_extra_args(false)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)

@@ -107,6 +107,8 @@ int run_converge(const ConvergeOptions& o) {
   std::filesystem::path dir(o.out);
   // The outputs, after every other check and before the runs; nothing is created until they are written.
   check_output_folder("--out", o.out);
+  for (const char* name : {"curves.csv", "summary.json"})  // a folder of that name in --out, say
+    check_output_file("--out", (dir / name).string(), false);
   check_output_file("--json", o.json);
   check_output_not_in_folder("--json", o.json, "--out", o.out, {"curves.csv", "summary.json"});
 
@@ -261,10 +263,18 @@ int run_converge(const ConvergeOptions& o) {
     summary["alpha_per_decision"] = o.alpha;
     summary["alpha_total"] = o.alpha * checks.size();
   }
-  write_file_atomic(dir / "curves.csv", curves_csv(curves));
-  write_file_atomic(dir / "summary.json", summary.dump() + "\n");
-
+  // --json first (a device such as a full disk fails there, before the folder is touched; it is removed on a
+  // later failure as every report of a failed run is); then the folder's two files, both or neither
   if (!o.json.empty() && o.json != "-") write_file_atomic(o.json, summary.dump(1) + "\n");
+  try {
+    write_file_atomic(dir / "curves.csv", curves_csv(curves));
+    write_file_atomic(dir / "summary.json", summary.dump() + "\n");
+  } catch (...) {
+    std::error_code ec;
+    for (const char* name : {"curves.csv", "summary.json"})
+      if (std::filesystem::is_regular_file(dir / name, ec)) std::filesystem::remove(dir / name, ec);
+    throw;
+  }
   if (o.json == "-") {
     std::printf("%s\n", summary.dump(1).c_str());
   } else {
@@ -401,7 +411,7 @@ static Command converge_command() {
                   "(one scalar for all blocks), tern-unshared (each worker's own scalar), qsgd (1 level, L2 scalar), "
                   "sign (scaled SignSGD), tern-mutant-2s (deliberately wrong: scalar doubled)")
         ->delimiter(',')->capture_default_str();
-    s->add_option("--c", o->c, "Clip factor: bound c*sigma for tern-clip / tern-saturate")->check(tg::app::positive_finite())->capture_default_str();
+    s->add_option("--c", o->c, "Clip factor: bound c*sigma for tern-clip / tern-saturate")->check(tg::app::in_range(1e-3, 1e6))->capture_default_str();
     s->add_option("--workers", o->workers, "Simulated workers N")->check(tg::app::in_range(1, 1024))->capture_default_str();
     s->add_option("--batch", o->batch, "Samples per worker per step (uniform with replacement)")->check(tg::app::in_range(1, 100000))->capture_default_str();
     s->add_option("--steps", o->steps, "SGD steps T")->check(tg::app::in_range(1, 10000000))->capture_default_str();

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <stdexcept>
+
+#include <unistd.h>
 
 #include "commands.hpp"
 #include "tg/codec.hpp"
@@ -18,6 +21,7 @@ struct DemoOptions {
   std::string clip = "none";
   std::string packing = "2bit";
   double c = 2.5;
+  bool c_given = false;
 };
 
 int run_demo(const DemoOptions& o) {
@@ -26,6 +30,8 @@ int run_demo(const DemoOptions& o) {
   p.packing = parse_packing(o.packing.c_str());
   p.c = o.c;
   validate(p);
+  if (p.clip == ClipMode::none && o.c_given)
+    throw std::invalid_argument("--c is the clip factor of --clip clip or saturate; with --clip none it would be ignored");
   std::mt19937_64 rng(o.seed);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> g(o.n);
@@ -37,7 +43,8 @@ int run_demo(const DemoOptions& o) {
   for (float v : d.values) nonzero += v != 0.0f;
   std::printf("gradient: %zu float32 Gaussian(0,1) elements, seed %llu, codec %s\n", o.n,
               static_cast<unsigned long long>(o.seed), codec->name().c_str());
-  std::printf("clipping %s (c = %g), packing %s\n", to_string(p.clip), p.c, to_string(p.packing));
+  if (p.clip == ClipMode::none) std::printf("clipping none, packing %s\n", to_string(p.packing));
+  else std::printf("clipping %s (c = %g), packing %s\n", to_string(p.clip), p.c, to_string(p.packing));
   std::printf("scalar s                 %.6g (max|g| = %.6g)\n", d.header.scalar,
               static_cast<double>(codec->max_abs(g, 0)));
   std::printf("nonzero outputs          %zu of %zu (%.2f%%)\n", nonzero, o.n, 100.0 * nonzero / std::max<std::size_t>(1, o.n));
@@ -54,7 +61,22 @@ int run_demo(const DemoOptions& o) {
   double exact = variance_for_scalar(target, rule.scalar);
   std::vector<std::int8_t> t(o.n);
   double sum = 0.0, sumsq = 0.0;
+  // what is known so far is on stdout before the draws start (a run cut short still shows it); a run longer
+  // than a few seconds says how far it is on stderr: one updating line on a terminal, a line a minute otherwise
+  std::fflush(stdout);
+  const bool tty = ::isatty(::fileno(stderr));
+  const auto t0 = std::chrono::steady_clock::now();
+  double shown = 0.0;
+  bool said = false;
   for (int step = 0; step < o.draws; ++step) {
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (step > 0 && secs >= 3.0 && secs - shown >= (tty ? 0.5 : 60.0)) {
+      const double left = secs / step * (o.draws - step);
+      std::fprintf(stderr, tty ? "\rdemo: draw %d of %d, about %.0f s left   " : "demo: draw %d of %d, about %.0f s left\n",
+                   step, o.draws, left);
+      shown = secs;
+      said = true;
+    }
     codec->ternarize(g, rule, {o.seed, 0, 0, static_cast<std::uint32_t>(step)}, t);
     double z = 0.0;
     for (std::size_t k = 0; k < o.n; ++k) {
@@ -64,6 +86,7 @@ int run_demo(const DemoOptions& o) {
     sum += z;
     sumsq += z * z;
   }
+  if (said && tty) std::fprintf(stderr, "\r%60s\r", "");
   double mean = sum / o.draws;
   double se = std::sqrt(std::max(0.0, sumsq / o.draws - mean * mean) / o.draws);
   std::printf("variance identity        s||x||_1 - ||x||_2^2 = %.6g  (x = clamp(g) under clipping)\n", exact);
@@ -82,6 +105,7 @@ int run_demo(const DemoOptions& o) {
 
 static Command demo_command() {
   auto opts = std::make_shared<DemoOptions>();
+  static CLI::Option* c_option = nullptr;
   Command c;
   c.add_fn = [opts](CLI::App& app) {
     CLI::App* sub = app.add_subcommand("demo", "Encode one gradient; show scalar, sparsity, bytes, variance identity");
@@ -92,10 +116,14 @@ static Command demo_command() {
     sub->add_option("--seed", opts->seed, "Seed of the gradient and of the codec's stream");
     sub->add_option("--clip", opts->clip, "Clipping mode")->check(CLI::IsMember({"none", "clip", "saturate"}));
     sub->add_option("--packing", opts->packing, "Packing")->check(CLI::IsMember({"2bit", "base3"}));
-    sub->add_option("--c", opts->c, "Clip factor (bound c*sigma)")->check(positive_finite());
+    sub->add_option("--c", opts->c, "Clip factor (bound c*sigma), with --clip clip or saturate")->check(tg::app::in_range(1e-3, 1e6));
+    c_option = sub->get_option("--c");
     return sub;
   };
-  c.run_fn = [opts] { return run_demo(*opts); };
+  c.run_fn = [opts] {
+    opts->c_given = c_option->count() > 0;
+    return run_demo(*opts);
+  };
   return c;
 }
 

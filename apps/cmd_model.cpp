@@ -47,27 +47,47 @@ struct Config {
   Inputs in;
 };
 
+// The rates of --codec-rates: each cell one decimal number of elements/s in [1, 1e15] (a rate of 1e-300 is no
+// codec; "0x10" is refused as everywhere else); an empty cell, such as after a trailing comma, is refused.
 CodecRates parse_rates(const std::string& text) {
   if (text == "none") return CodecRates{0, 0, 0, 0, "none (codec time not modeled)"};
   if (text == "measure") return measure_codec_rates("optimized", 1);
   std::vector<double> v;
-  std::stringstream ss(text);
-  std::string cell;
-  while (std::getline(ss, cell, ',')) {
-    std::size_t used = 0;
-    double x = 0;
-    try {
-      x = std::stod(cell, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != cell.size() || !(x > 0) || !std::isfinite(x))
-      throw std::invalid_argument("--codec-rates: '" + cell + "' is not a finite number > 0 (elements/s)");
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    const std::string cell = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    char* end = nullptr;
+    const double x = std::strtod(cell.c_str(), &end);
+    if (cell.empty() || cell.find_first_of("xX") != std::string::npos || std::isspace(static_cast<unsigned char>(cell[0])) ||
+        end != cell.c_str() + cell.size() || !(x >= 1 && x <= 1e15))
+      throw std::invalid_argument("--codec-rates: '" + cell.substr(0, 40) +
+                                  "' is not a decimal number of elements/s in [1, 1e15] (give measure, none or E,A,F,D)");
     v.push_back(x);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
   }
   if (v.size() != 4)
     throw std::invalid_argument("--codec-rates takes measure, none or 4 rates E,A,F,D in elements/s, got '" + text + "'");
   return CodecRates{v[0], v[1], v[2], v[3], "--codec-rates " + text};
+}
+
+// One CSV field, RFC 4180: quoted, with each quote doubled (a net name from run.json may hold a comma or a quote).
+std::string csv_field(const std::string& text) {
+  std::string out = "\"";
+  for (char ch : text) {
+    if (ch == '"') out += '"';
+    out += ch;
+  }
+  return out + '"';
+}
+
+// An img/s figure of the table: one decimal where it is at least 1, else three significant digits (a model with
+// a codec rate of a few elements/s predicts 1e-6 img/s, which "%.1f" would show as 0.0).
+std::string rate_text(double v, int width) {
+  char cell[64];
+  std::snprintf(cell, sizeof cell, v >= 1 ? "%*.1f" : "%*.3g", width, v);
+  return cell;
 }
 
 std::string describe(const Network& n) {
@@ -111,6 +131,10 @@ int run_model(ModelOptions o, const std::vector<const CLI::Option*>& preset_conf
   check_output_file("--csv", o.csv);
   check_output_not_input("--json", o.json, "--compute-from", o.compute_from);
   check_output_not_input("--csv", o.csv, "--compute-from", o.compute_from);
+  check_output_not_input("--json", o.json, "--run-json", o.run_json);
+  check_output_not_input("--csv", o.csv, "--run-json", o.run_json);
+  if (o.intra_gbps > 0 && o.intra_gbps < 1e-6)
+    throw std::invalid_argument("--intra-gbps: must be 0 (unlimited) or a number in [1e-06, 1e+09], got " + rate_text(o.intra_gbps, 0));
 
   if (o.codec_rates.empty()) o.codec_rates = o.preset == "paper" ? "none" : "measure";
   CodecRates rates = parse_rates(o.codec_rates);
@@ -182,18 +206,18 @@ int run_model(ModelOptions o, const std::vector<const CLI::Option*>& preset_conf
       std::snprintf(line, sizeof line, "%7d", w);
       text += line;
       for (const auto& p : ps) {
-        std::snprintf(line, sizeof line, "  %*.1f", static_cast<int>(std::string(to_string(p.scheme)).size() + 6), p.images_per_s);
-        text += line;
+        text += "  " + rate_text(p.images_per_s, static_cast<int>(std::string(to_string(p.scheme)).size() + 6));
       }
       for (std::size_t k = 0; k + 1 < ps.size(); ++k) {
-        std::snprintf(line, sizeof line, "  %*.2fx", static_cast<int>(std::string(to_string(ps[k].scheme)).size() + 11),
-                      ps.back().images_per_s / ps[k].images_per_s);
+        const double speedup = ps.back().images_per_s / ps[k].images_per_s;
+        std::snprintf(line, sizeof line, speedup >= 0.01 ? "  %*.2fx" : "  %*.2gx",
+                      static_cast<int>(std::string(to_string(ps[k].scheme)).size() + 11), speedup);
         text += line;
       }
       text += "\n";
       for (const auto& p : ps) {
         rows.push_back(row_json(p));
-        csv << '"' << c.label << "\"," << c.in.net.name << ',' << to_string(c.in.network.topology) << ','
+        csv << csv_field(c.label) << ',' << csv_field(c.in.net.name) << ',' << to_string(c.in.network.topology) << ','
             << to_string(p.scheme) << ',' << p.workers << ',' << c.in.batch << ',' << p.payload_bytes << ','
             << p.compute_s << ',' << p.encode_s << ',' << p.comm_s << ',' << p.decode_s << ',' << p.step_s << ','
             << p.images_per_s << '\n';
@@ -253,13 +277,14 @@ static std::vector<Command> model_commands() {
       conflicts->push_back(opt);
       return opt;
     };
-    add(sub->add_option("--net", o->net, "Net whose tensor sizes travel")->check(CLI::IsMember(net_names())));
+    CLI::Option* net_option = add(sub->add_option("--net", o->net, "Net whose tensor sizes travel")->check(CLI::IsMember(net_names())));
     add(sub->add_option("--run-json", o->run_json, "Tensor sizes from a measured run's run.json (`terngrad train --out`) instead of --net")
-            ->check(tg::app::regular_file(64 << 20)));
+            ->check(tg::app::regular_file(64 << 20))
+            ->excludes(net_option));
     add(sub->add_option("--batch", o->batch, "Images per worker per step")->check(tg::app::in_range(1, 1 << 24)));
     add(sub->add_option("--compute-s", o->compute_s, "Compute time per step on one worker, seconds (forward + backward + optimizer);\n"
                         "this or --compute-from is required without --preset")
-            ->check(tg::app::in_range(0.0, 1e6))
+            ->check(tg::app::in_range(1e-9, 1e6))
             ->default_str("none"));
     add(sub->add_option("--compute-from", o->compute_from, "Compute time per step from a measured run's steps.csv: median of compute_s + optimizer_s")
             ->check(tg::app::regular_file(1u << 30)));
@@ -269,19 +294,24 @@ static std::vector<Command> model_commands() {
     sub->add_option("--codec-rates", o->codec_rates,
                     "measure (tg::encode/aggregate/decode timed here, optimized codec, 1 thread; the default), none (codec\n"
                     "time 0; the default of --preset paper), or E,A,F,D in elements/s: TernGrad encode, TernGrad aggregate per\n"
-                    "worker payload, float32 encode, float32 decode+sum per worker payload");
+                    "worker payload, float32 encode, float32 decode+sum per worker payload")
+        ->check(CLI::Validator(
+            [](std::string& text) {
+              return text.empty() ? std::string("is empty: give measure, none or E,A,F,D") : std::string();
+            },
+            ""));
     add(sub->add_option("--topology", o->topology, "ring: a link per node, ring allgather / allreduce; ps: parameter server;\n"
                                                    "shared: one link for all traffic (e.g. a loopback shaped by one tc qdisc)")
             ->check(CLI::IsMember({"ring", "ps", "shared"})));
-    add(sub->add_option("--bandwidth-gbps", o->bandwidth_gbps, "Link bandwidth, Gbit/s (10^9 bits)")->check(tg::app::positive_finite()));
+    add(sub->add_option("--bandwidth-gbps", o->bandwidth_gbps, "Link bandwidth, Gbit/s (10^9 bits)")->check(tg::app::in_range(1e-6, 1e9)));
     add(sub->add_option("--latency-us", o->latency_us, "Latency per message, microseconds")->check(tg::app::in_range(0.0, 1e9)));
     add(sub->add_option("--gpus-per-node", o->gpus_per_node, "Workers sharing one node's link")->check(tg::app::in_range(1, 1 << 16)));
-    add(sub->add_option("--intra-gbps", o->intra_gbps, "Bandwidth inside a node, Gbit/s (0: unlimited)")->check(tg::app::in_range(0.0, 1e9)));
+    add(sub->add_option("--intra-gbps", o->intra_gbps, "Bandwidth inside a node, Gbit/s (0: unlimited, else at least 1e-6)")->check(tg::app::in_range(0.0, 1e9)));
     add(sub->add_option("--intra-latency-us", o->intra_latency_us, "Latency inside a node, microseconds")->check(tg::app::in_range(0.0, 1e9)));
     add(sub->add_option("--ps-shards", o->ps_shards, "Parameter-server shards (0: one on every node)")->check(tg::app::in_range(0, 1 << 20)));
     add(sub->add_option("--ps-downlink", o->ps_downlink, "TernGrad over a parameter server: what workers pull")
             ->check(CLI::IsMember({"ternary", "float"})));
-    sub->add_option("--workers", o->workers, "Worker counts (default 1,2,4,...,512)")->delimiter(',')->check(tg::app::in_range(1, 1 << 20));
+    sub->add_option("--workers", o->workers, "Worker counts")->delimiter(',')->check(tg::app::in_range(1, 1 << 20))->default_str("1,2,4,...,512");
     sub->add_option("--json", o->json, "Also write every prediction with its inputs as JSON to FILE ('-': on stdout, instead of the table)")->check(non_empty_path());
     sub->add_option("--csv", o->csv, "Also write one row per scheme and worker count as CSV to FILE ('-': on stdout, instead of the table)")->check(non_empty_path());
     sub->add_flag("--quiet", o->quiet, "No table on stdout");

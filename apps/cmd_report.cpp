@@ -129,17 +129,20 @@ int run_report(const ReportOptions& o) {
                                                        : "reports folder " + o.reports + " does not exist (pass --reports DIR)");
   // the Markdown file (the renderer writes the HTML and figures/ beside it), before the inputs are read
   check_output_file("--out", o.out.empty() ? (fs::path(o.reports) / "index.md").string() : o.out, false);
+  if (!o.out.empty() && fs::path(o.out).extension() != ".md")
+    throw std::invalid_argument("--out must name a .md file (the HTML and figures/ go beside it), got " + o.out);
   check_output_not_input("--out", o.out.empty() ? (fs::path(o.reports) / "index.md").string() : o.out, "--note", o.note);
 
   check_interpreter(o.python);
 
-  std::vector<std::string> args = {o.python, "-m", "terngrad.report", "index", "--reports", o.reports};
-  if (!o.out.empty()) args.insert(args.end(), {"--out", o.out});
+  // each value joined to its option by '=': a title or a path that starts with '-' is a value, not an option
+  std::vector<std::string> args = {o.python, "-m", "terngrad.report", "index", "--reports=" + o.reports};
+  if (!o.out.empty()) args.push_back("--out=" + o.out);
   if (o.no_html) args.push_back("--no-html");
   if (o.no_live) args.push_back("--no-live");
-  args.insert(args.end(), {"--live-draws", std::to_string(o.live_draws)});
-  if (!o.title.empty()) args.insert(args.end(), {"--title", o.title});
-  if (!o.note.empty()) args.insert(args.end(), {"--note", o.note});
+  args.push_back("--live-draws=" + std::to_string(o.live_draws));
+  if (!o.title.empty()) args.push_back("--title=" + o.title);
+  if (!o.note.empty()) args.push_back("--note=" + o.note);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -163,7 +166,8 @@ int run_report(const ReportOptions& o) {
   if (WIFEXITED(status)) {
     int rc = WEXITSTATUS(status);
     if (rc == 0) return 0;
-    // the renderer states its own errors; this line names the program in case it said nothing
+    if (rc == 2) return 2;  // the renderer has said what is wrong, in one line
+    // another status (a Python exception ends with 1): this line names the program in case it said nothing
     std::fprintf(stderr, "terngrad report: %s -m terngrad.report index exited with status %d\n", o.python.c_str(), rc);
     return rc == 1 ? 1 : 2;  // 1: a section's input failed its checks; anything else is an error
   }
@@ -179,7 +183,7 @@ static Command report_command() {
   c.add_fn = [opts](CLI::App& app) {
     CLI::App* sub = app.add_subcommand(
         "report", "Render reports/index.md (+ html, PNG plots) from the JSON/CSV the other tools wrote");
-    sub->add_option("--reports", opts->reports, "Folder with the tools' outputs (searched recursively)");
+    sub->add_option("--reports", opts->reports, "Folder with the tools' outputs (searched recursively)")->check(non_empty_path());
     sub->add_option("--out", opts->out, "Markdown file to write (default: <reports>/index.md)")->check(non_empty_path());
     sub->add_option("--python", opts->python, "Python interpreter with numpy and matplotlib (default: $TERNGRAD_PYTHON, else build/venv/bin/python "
                     "beside this build, else python3 on PATH)")

@@ -262,6 +262,8 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("--n" demo --n 0)  # the old name keeps its check
     expect_usage_error("3bit" demo --packing 3bit)
     expect_usage_error("--c" demo --c -1)
+    expect_usage_error("--c: must be a number in [0.001" demo --clip clip --c 1e-320)  # was: scalar 0, nothing kept
+    expect_usage_error("with --clip none it would be ignored" demo --c 0.5)
     expect_usage_error("--seed" demo --seed)
     expect_usage_error("--seed" demo --seed -1)                    # was 2^64-1
     expect_usage_error("--seed" demo --seed 18446744073709551616)  # was 2^64-1
@@ -360,6 +362,17 @@ foreach(sub IN LISTS subcommands)
                        ABSENT "${scratch}/a3dir")
     expect_usage_error("would pass 2^64 - 1" converge --seed 18446744073709551615 --seeds 2 --steps 2 --out "${scratch}/sdir"
                        ABSENT "${scratch}/sdir")
+    # the two files of --out are checked before the runs (was: curves.csv written, then "summary.json is a folder")
+    file(MAKE_DIRECTORY "${scratch}/hdir/summary.json")
+    expect_usage_error("summary.json is a folder" converge --steps 2 --seeds 1 --methods float --no-progress
+                       --out "${scratch}/hdir" ABSENT "${scratch}/hdir/curves.csv")
+    file(REMOVE_RECURSE "${scratch}/hdir")
+    # --json is written first: a full disk there leaves no folder (was: curves.csv and summary.json written)
+    if(EXISTS /dev/full)
+      expect_usage_error("cannot write /dev/full" converge --steps 2 --seeds 1 --methods float --no-progress
+                         --out "${scratch}/fdir" --json /dev/full ABSENT "${scratch}/fdir")
+    endif()
+    expect_usage_error("--c: must be a number in [0.001" converge --c 1e-320 --methods tern-clip)  # a bound of 0
     expect_usage_error("--tail-dof: must be 0 (Gaussian) or in [1, 1e6]" converge --tail-dof 0.5)
     expect_run(RC 0 ARGS converge --help CONTAINS "0 (Gaussian features) or in [1, 1e6]" LACKS "--tail-dof FLOAT:FLOAT in [0 - 1e+06]")
   elseif(sub STREQUAL "train")
@@ -369,6 +382,7 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("/nonexistent/checkpoint" train --resume /nonexistent/checkpoint)
     expect_usage_error("/nonexistent/data" train --data-dir /nonexistent/data)
     expect_usage_error("--lr" train --lr -1)
+    expect_usage_error("--epochs 1e+300 is 2e+300 steps" train --data synthetic --epochs 1e300)  # was "steps must be at least 1"
     expect_usage_error("unknown option --modle (did you mean --model?)" train --modle lenet)
     expect_usage_error("--model: bogus not in" train --net bogus)  # --net is --model's other name
     expect_usage_error("--epochs" train --epochs nan)
@@ -415,6 +429,35 @@ foreach(sub IN LISTS subcommands)
                        ABSENT "${scratch}/x.json")
     expect_usage_error("--json and --csv name the same file" model --preset paper --json "${scratch}/x.out" --csv
                        "${scratch}/x.out" ABSENT "${scratch}/x.out")
+    # an output that names the input --run-json is refused (was: the run.json replaced by the CSV)
+    expect_non_report_kept("is the input file given to --run-json" model --codec-rates none --workers 1 --compute-s 1
+                           --run-json "${scratch}/run.json" --csv "${scratch}/run.json" KEPT "${scratch}/run.json")
+    expect_non_report_kept("is the input file given to --run-json" model --codec-rates none --workers 1 --compute-s 1
+                           --run-json "${scratch}/run.json" --json "${scratch}/run.json" KEPT "${scratch}/run.json")
+    expect_usage_error("--net excludes --run-json" model --net lenet --run-json "${CMAKE_CURRENT_LIST_FILE}" --compute-s 1)
+    # a step, a link and a codec take time: 0 s of compute (0 img/s, -nan x), 1e300 Gbit/s (read as "must be > 0"),
+    # subnormal bandwidths, rates in hexadecimal or after a trailing comma (an empty one: tg_cli_empty_paths)
+    expect_usage_error("--compute-s: must be a number in [1e-09" model --net lenet --compute-s 0 --codec-rates none)
+    expect_usage_error("--bandwidth-gbps: must be a number in [1e-06, 1e+09], got 1e300" model --net lenet --compute-s 1
+                       --codec-rates none --bandwidth-gbps 1e300)
+    expect_usage_error("--bandwidth-gbps: must be a number in [1e-06" model --net lenet --compute-s 1 --codec-rates none
+                       --bandwidth-gbps 1e-320)
+    expect_usage_error("--intra-gbps: must be 0 (unlimited) or a number in [1e-06" model --net lenet --compute-s 1
+                       --codec-rates none --gpus-per-node 2 --intra-gbps 1e-320)
+    expect_usage_error("--codec-rates: '0x10' is not a decimal number" model --net lenet --compute-s 1 --codec-rates 0x10,1,1,1)
+    expect_usage_error("--codec-rates: '' is not a decimal number" model --net lenet --compute-s 1 --codec-rates 1,2,3,4,)
+    # a steps.csv cell is one decimal number (was: 0.2abc read as 0.2, 0x10 as 16)
+    file(WRITE "${scratch}/steps.csv" "step,compute_s,optimizer_s\n1,0.2abc,0.01\n")
+    expect_usage_error("compute_s '0.2abc' is not a decimal number" model --net lenet --compute-from "${scratch}/steps.csv"
+                       --warmup 0 --codec-rates none)
+    file(WRITE "${scratch}/steps.csv" "step,compute_s,optimizer_s\n1,0.1,0x10\n")
+    expect_usage_error("optimizer_s '0x10' is not a decimal number" model --net lenet --compute-from "${scratch}/steps.csv"
+                       --warmup 0 --codec-rates none)
+    # a file with CRLF line ends is read (was: "has no column optimizer_s")
+    file(WRITE "${scratch}/steps.csv" "step,compute_s,optimizer_s\r\n1,0.1,0.01\r\n")
+    expect_run(RC 0 ARGS model --net lenet --compute-from "${scratch}/steps.csv" --warmup 0 --codec-rates none --workers 1
+               CONTAINS "compute 0.11 s/step")
+    file(REMOVE "${scratch}/steps.csv")
   elseif(sub STREQUAL "launch")
     expect_usage_error("--nproc" launch --nproc 0)
     expect_usage_error("unknown option --workers (did you mean --nproc?)" launch --workers 2)  # a known other name
@@ -425,6 +468,8 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("--reports ${CMAKE_CURRENT_LIST_FILE} is not a folder" report --reports "${CMAKE_CURRENT_LIST_FILE}")
     expect_usage_error("--out ${scratch} is a folder" report --reports "${scratch}" --out "${scratch}" --no-live ABSENT)
     expect_run(RC 0 ARGS report --help LACKS "FILE:FILE")
+    # one line, from the program (was: the renderer's error, then "... exited with status 2")
+    expect_usage_error("--out must name a .md file" report --reports "${scratch}" --out "${scratch}/x.txt" --no-live ABSENT)
   endif()
 endforeach()
 

@@ -205,7 +205,7 @@ CompareResult compare_samplers(Sampler& a, Sampler& b, const CompareOptions& o) 
 }
 
 std::string format_compare(const CompareResult& r) {
-  std::string out = "terngrad compare: " + r.a + " vs " + r.b + strf(" (seed %llu, %zu elements per family, %u steps per key)\n\n",
+  std::string out = "terngrad compare: " + r.a + " vs " + r.b + strf(" (seed %llu, %zu elements per family, %u draws per key)\n\n",
                                                                    static_cast<unsigned long long>(r.options.seed),
                                                                    r.options.d, r.options.steps);
   std::size_t wf = 6, wl = 5, wm = 4;

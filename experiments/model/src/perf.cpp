@@ -3,12 +3,14 @@
 #include "tg/model/perf.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <limits>
 #include <random>
 #include <span>
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 
@@ -35,7 +37,8 @@ Layout layout(const Network& n, int workers) {
 }
 
 void check(const Network& n) {
-  if (!(n.bandwidth_Bps > 0) || !std::isfinite(n.bandwidth_Bps)) throw std::invalid_argument("bandwidth must be > 0");
+  if (!(n.bandwidth_Bps > 0) || !std::isfinite(n.bandwidth_Bps))
+    throw std::invalid_argument("the link bandwidth must be a finite number of bytes/s > 0");
   if (!(n.latency_s >= 0) || !(n.intra_latency_s >= 0) || !(n.intra_bandwidth_Bps >= 0))
     throw std::invalid_argument("latencies and the intra-node bandwidth must be >= 0");
   if (n.gpus_per_node < 1) throw std::invalid_argument("gpus per node must be >= 1");
@@ -314,7 +317,8 @@ double compute_from_steps_csv(const std::string& path, int skip) {
   if (!in) throw std::runtime_error("cannot read " + path);
   std::string line;
   if (!std::getline(in, line)) throw std::runtime_error(path + " is empty (expected the steps.csv of `terngrad train --out`)");
-  auto split = [](const std::string& text) {
+  auto split = [](std::string text) {
+    if (!text.empty() && text.back() == '\r') text.pop_back();  // a file with CRLF line ends
     std::vector<std::string> cells;
     std::stringstream ss(text);
     std::string cell;
@@ -332,19 +336,23 @@ double compute_from_steps_csv(const std::string& path, int skip) {
   std::vector<double> times;
   long row = 0;
   while (std::getline(in, line)) {
-    if (line.empty()) continue;
+    if (line.empty() || line == "\r") continue;
     auto cells = split(line);
     ++row;
     if (cells.size() != header.size())
       throw std::runtime_error(path + ": row " + std::to_string(row) + " has " + std::to_string(cells.size()) +
                                " cells, the header " + std::to_string(header.size()));
-    double a = 0, b = 0;
-    try {
-      a = std::stod(cells[c_compute]);
-      b = std::stod(cells[c_opt]);
-    } catch (const std::exception&) {
-      throw std::runtime_error(path + ": row " + std::to_string(row) + " has a non-numeric compute_s or optimizer_s");
-    }
+    // each cell exactly one decimal number ("0.2abc" and "0x10" are refused, not read as 0.2 and 16)
+    auto number = [&](const std::string& cell, const char* name) {
+      const bool hex = cell.find_first_of("xX") != std::string::npos;
+      char* end = nullptr;
+      const double v = std::strtod(cell.c_str(), &end);
+      if (cell.empty() || hex || std::isspace(static_cast<unsigned char>(cell[0])) || end != cell.c_str() + cell.size())
+        throw std::runtime_error(path + ": row " + std::to_string(row) + ": " + name + " '" + cell.substr(0, 40) +
+                                 "' is not a decimal number");
+      return v;
+    };
+    const double a = number(cells[c_compute], "compute_s"), b = number(cells[c_opt], "optimizer_s");
     if (!(a >= 0) || !(b >= 0) || !std::isfinite(a + b))
       throw std::runtime_error(path + ": row " + std::to_string(row) + " has a negative or non-finite time");
     if (row > skip) times.push_back(a + b);
@@ -354,7 +362,10 @@ double compute_from_steps_csv(const std::string& path, int skip) {
                              " warm-up steps");
   std::sort(times.begin(), times.end());
   std::size_t k = times.size();
-  return k % 2 ? times[k / 2] : 0.5 * (times[k / 2 - 1] + times[k / 2]);
+  const double median = k % 2 ? times[k / 2] : 0.5 * (times[k / 2 - 1] + times[k / 2]);
+  if (!(median > 0))
+    throw std::runtime_error(path + ": the median compute_s + optimizer_s after the warm-up is 0 (a step takes time)");
+  return median;
 }
 
 }  // namespace tg::model

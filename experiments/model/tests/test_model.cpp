@@ -202,6 +202,21 @@ TEST(ModelInputs, StepsCsvMedianAndErrors) {
   }
   EXPECT_THROW(compute_from_steps_csv(path, 0), std::runtime_error);
   EXPECT_THROW(compute_from_steps_csv((dir / "missing.csv").string(), 0), std::runtime_error);
+  auto write = [&](const char* text) {
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+  };
+  // CRLF line ends: the last column's name and cells carry no '\r'
+  write("step,compute_s,optimizer_s\r\n1,0.10,0.01\r\n2,0.20,0.02\r\n3,0.30,0.03\r\n");
+  EXPECT_NEAR(compute_from_steps_csv(path, 0), 0.22, 1e-12);
+  // a cell is exactly one decimal number: a trailing word, hexadecimal, an empty cell are refused
+  for (const char* cell : {"0.2abc", "0x10", "", " 0.1", "nan", "inf", "-0.1"}) {
+    write((std::string("step,compute_s,optimizer_s\n1,0.1,") + cell + "\n").c_str());
+    EXPECT_THROW(compute_from_steps_csv(path, 0), std::runtime_error) << "cell '" << cell << "'";
+  }
+  // every step taking 0 s is no compute time (the model would predict 0 img/s)
+  write("step,compute_s,optimizer_s\n1,0,0\n2,0,0\n");
+  EXPECT_THROW(compute_from_steps_csv(path, 0), std::runtime_error);
   std::filesystem::remove_all(dir);
 }
 

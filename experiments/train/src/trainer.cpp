@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <numeric>
@@ -551,7 +552,17 @@ TrainResult run_training(const TrainConfig& c) {
   auto optimizer = make_optimizer(c, params);
   const std::string fp = fingerprint(c, workers);
   long total = c.steps;
-  if (c.epochs > 0) total = static_cast<long>(std::ceil(c.epochs * static_cast<double>(data.train.count) / c.batch));
+  if (c.epochs > 0) {
+    // a number of steps a long holds (1e300 epochs is a typing error, not an overflowed cast)
+    const double steps = std::ceil(c.epochs * static_cast<double>(data.train.count) / c.batch);
+    if (!(steps <= 2147483648.0)) {  // --steps' own limit, 2^31
+      char what[200];
+      std::snprintf(what, sizeof what, "--epochs %.6g is %.3g steps of batch %d over %zu images (at most 2^31 steps)", c.epochs,
+                    steps, c.batch, static_cast<std::size_t>(data.train.count));
+      throw std::invalid_argument(what);
+    }
+    total = static_cast<long>(steps);
+  }
   if (total < 1) throw std::invalid_argument("steps must be at least 1");
   long start = 0;
   // EF-SignSGD: every worker's residual travels in the checkpoint (see collect_residuals); each rank of a
