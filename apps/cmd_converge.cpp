@@ -243,7 +243,7 @@ int run_converge(const ConvergeOptions& o) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
   nlohmann::json config = {{"problem", o.problem}, {"dim", o.dim}, {"samples", o.samples}, {"kappa", o.kappa},
-                           {"blocks", o.blocks}, {"scale_ratio", o.scale_ratio}, {"noise", o.noise},
+                           {"blocks", problem->blocks().size()}, {"scale_ratio", o.scale_ratio}, {"noise", o.noise},
                            {"lambda", o.lambda}, {"spike", o.spike}, {"tail_dof", o.tail_dof},
                            {"density", o.density}, {"data_seed", o.data_seed},
                            {"methods", o.methods}, {"c", o.c}, {"workers", o.workers}, {"batch", o.batch},

@@ -6,7 +6,7 @@
 # runtime are linked statically (TG_PORTABLE_BINARIES), leaving glibc >= 2.35
 # (Debian 12, Ubuntu 22.04 and later) and the NVIDIA driver.
 #   bash scripts/gpu-bundle.sh        then, on the device:  bash scripts/gpu-check.sh --prebuilt .gpu-bundle
-#   (device tool: run with carry [".gpu-bundle"]; .gpu-bundle/ is ignored by git)
+#   (copy .gpu-bundle/ into the clone on the GPU machine; it is ignored by git)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build/gpu-bundle

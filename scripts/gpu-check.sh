@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# terngrad-bench: the GPU check of the CUDA codec for one device lease (about 6 minutes on an H200): build
+# terngrad-bench: the GPU check of the CUDA codec in one go (about 6 minutes on an H200): build
 # (or take prebuilt programs), every CUDA test, compute-sanitizer memcheck and racecheck on the small
 # case, the benchmark.
 #   bash scripts/gpu-check.sh [--prebuilt DIR] [output folder]   (default: $OUT if set, else build/gpu-check)

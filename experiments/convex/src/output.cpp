@@ -81,13 +81,25 @@ std::string curves_csv(const std::vector<Curves>& curves) {
   os.precision(9);
   os << "method,t,dist2_mean,dist2_p10,dist2_p90,dist2_predicted,loss_gap,update_sq,assumption3,grad_sq,"
         "var_measured,var_identity\n";
+  // a value that is not finite (a diverged run: inf, nan) is an empty cell, as it is null in summary.json
+  auto cell = [&os](double x) -> std::ostream& {
+    if (std::isfinite(x)) os << x;
+    return os;
+  };
   for (const auto& c : curves)
     for (std::size_t i = 0; i < c.t.size(); ++i) {
-      os << c.method << ',' << c.t[i] << ',' << c.dist2_mean[i] << ',' << c.dist2_p10[i] << ',' << c.dist2_p90[i]
-         << ',';
-      if (!c.dist2_predicted.empty()) os << c.dist2_predicted[i];
-      os << ',' << c.loss_gap[i] << ',' << c.update_sq[i] << ',' << c.assumption3[i] << ',' << c.grad_sq[i] << ','
-         << c.var_measured[i] << ',' << c.var_identity[i] << '\n';
+      os << c.method << ',' << c.t[i] << ',';
+      cell(c.dist2_mean[i]) << ',';
+      cell(c.dist2_p10[i]) << ',';
+      cell(c.dist2_p90[i]) << ',';
+      if (!c.dist2_predicted.empty()) cell(c.dist2_predicted[i]);
+      os << ',';
+      cell(c.loss_gap[i]) << ',';
+      cell(c.update_sq[i]) << ',';
+      cell(c.assumption3[i]) << ',';
+      cell(c.grad_sq[i]) << ',';
+      cell(c.var_measured[i]) << ',';
+      cell(c.var_identity[i]) << '\n';
     }
   return os.str();
 }

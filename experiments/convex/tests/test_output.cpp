@@ -71,3 +71,27 @@ TEST(ConvexOutput, EveryCsvRowIsCompleteIncludingTheLast) {
     EXPECT_EQ(rows, 4) << name;
   }
 }
+
+// A diverged run's values (inf, nan) are empty cells of curves.csv, as they are null in summary.json (they
+// were written as "inf" and "-nan", which a CSV reader takes for text or for a number of its own).
+TEST(ConvexOutput, NonFiniteValuesAreEmptyCells) {
+  Curves c;
+  c.method = "tern";
+  c.t = {0, 1};
+  const double inf = INFINITY, nan = NAN;
+  for (auto* v : {&c.dist2_mean, &c.dist2_p10, &c.dist2_p90, &c.loss_gap, &c.update_sq, &c.assumption3, &c.grad_sq,
+                  &c.var_measured, &c.var_identity, &c.dist2_predicted})
+    *v = {1.5, inf};
+  c.loss_gap[1] = nan;
+  c.var_identity[1] = -inf;
+  std::istringstream csv(curves_csv({c}));
+  std::string line;
+  std::getline(csv, line);
+  std::getline(csv, line);
+  EXPECT_EQ(line, "tern,0,1.5,1.5,1.5,1.5,1.5,1.5,1.5,1.5,1.5,1.5");
+  std::getline(csv, line);
+  EXPECT_EQ(line, "tern,1,,,,,,,,,,");
+  const nlohmann::json j = curves_json({c});
+  EXPECT_TRUE(j[0]["loss_gap"][1].is_null());
+  EXPECT_TRUE(j[0]["dist2_mean"][1].is_null());
+}
