@@ -93,6 +93,17 @@ def test_usage_errors_are_one_line_and_exit_2(args, message):
     assert message in r.stderr and r.stdout == ""
 
 
+def test_a_long_path_is_named_by_its_start_and_end(tmp_path):
+    # a 20,000-character path is not echoed whole: the line keeps its start, its end and stays within 600
+    long_dir = tmp_path / ("a" * 20000)
+    r = cli("verify", "--profile", "quick", "--json", str(long_dir / "r.json"))
+    assert r.returncode == 2 and r.stdout == "", r.stderr[:300]
+    line = r.stderr.rstrip("\n")
+    assert r.stderr.count("\n") == 1 and len(line) <= 600, len(line)
+    assert line.startswith("python -m terngrad verify") and " ... " in line
+    assert list(tmp_path.iterdir()) == []  # no folder made
+
+
 def test_verify_bad_paths_are_one_line_and_leave_nothing(tmp_path):
     import numpy as np
 
