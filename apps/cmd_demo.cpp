@@ -105,9 +105,9 @@ int run_demo(const DemoOptions& o) {
 
 static Command demo_command() {
   auto opts = std::make_shared<DemoOptions>();
-  static CLI::Option* c_option = nullptr;
+  auto c_option = std::make_shared<CLI::Option*>(nullptr);  // --c, to tell a given value from the default
   Command c;
-  c.add_fn = [opts](CLI::App& app) {
+  c.add_fn = [opts, c_option](CLI::App& app) {
     CLI::App* sub = app.add_subcommand("demo", "Encode one gradient; show scalar, sparsity, bytes, variance identity");
     sub->add_option("--elements", opts->n, "Number of gradient elements")
         ->check(tg::app::in_range(std::size_t{1}, std::size_t{1} << 30));
@@ -117,11 +117,11 @@ static Command demo_command() {
     sub->add_option("--clip", opts->clip, "Clipping mode")->check(CLI::IsMember({"none", "clip", "saturate"}));
     sub->add_option("--packing", opts->packing, "Packing")->check(CLI::IsMember({"2bit", "base3"}));
     sub->add_option("--c", opts->c, "Clip factor (bound c*sigma), with --clip clip or saturate")->check(tg::app::in_range(1e-3, 1e6));
-    c_option = sub->get_option("--c");
+    *c_option = sub->get_option("--c");
     return sub;
   };
-  c.run_fn = [opts] {
-    opts->c_given = c_option->count() > 0;
+  c.run_fn = [opts, c_option] {
+    opts->c_given = (*c_option)->count() > 0;
     return run_demo(*opts);
   };
   return c;

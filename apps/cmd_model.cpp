@@ -57,13 +57,11 @@ CodecRates parse_rates(const std::string& text) {
   while (true) {
     const std::size_t comma = text.find(',', start);
     const std::string cell = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    char* end = nullptr;
-    const double x = std::strtod(cell.c_str(), &end);
-    if (cell.empty() || cell.find_first_of("xX") != std::string::npos || std::isspace(static_cast<unsigned char>(cell[0])) ||
-        end != cell.c_str() + cell.size() || !(x >= 1 && x <= 1e15))
+    const std::optional<double> x = read_decimal(cell);
+    if (!x || !(*x >= 1 && *x <= 1e15))
       throw std::invalid_argument("--codec-rates: '" + cell.substr(0, 40) +
                                   "' is not a decimal number of elements/s in [1, 1e15] (give measure, none or E,A,F,D)");
-    v.push_back(x);
+    v.push_back(*x);
     if (comma == std::string::npos) break;
     start = comma + 1;
   }

@@ -312,6 +312,15 @@ CodecRates measure_codec_rates(const std::string& codec_name, unsigned threads, 
   return r;
 }
 
+std::optional<double> read_decimal(const std::string& text) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0])) || text.find_first_of("xX") != std::string::npos)
+    return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size()) return std::nullopt;
+  return v;
+}
+
 double compute_from_steps_csv(const std::string& path, int skip) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read " + path);
@@ -344,13 +353,11 @@ double compute_from_steps_csv(const std::string& path, int skip) {
                                " cells, the header " + std::to_string(header.size()));
     // each cell exactly one decimal number ("0.2abc" and "0x10" are refused, not read as 0.2 and 16)
     auto number = [&](const std::string& cell, const char* name) {
-      const bool hex = cell.find_first_of("xX") != std::string::npos;
-      char* end = nullptr;
-      const double v = std::strtod(cell.c_str(), &end);
-      if (cell.empty() || hex || std::isspace(static_cast<unsigned char>(cell[0])) || end != cell.c_str() + cell.size())
+      const std::optional<double> v = read_decimal(cell);
+      if (!v)
         throw std::runtime_error(path + ": row " + std::to_string(row) + ": " + name + " '" + cell.substr(0, 40) +
                                  "' is not a decimal number");
-      return v;
+      return *v;
     };
     const double a = number(cells[c_compute], "compute_s"), b = number(cells[c_opt], "optimizer_s");
     if (!(a >= 0) || !(b >= 0) || !std::isfinite(a + b))

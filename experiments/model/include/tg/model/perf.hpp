@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,11 @@ CodecRates measure_codec_rates(const std::string& codec_name = "optimized", unsi
 /// of compute_s + optimizer_s over the steps after the first `skip` (warm-up). Throws std::runtime_error
 /// naming the file and the problem.
 double compute_from_steps_csv(const std::string& path, int skip = 3);
+
+/// The number a text is, read whole in decimal notation; nullopt for anything else: an empty text, leading
+/// space, trailing characters ("0.2abc"), hexadecimal ("0x10", which strtod reads as 16). nan and inf are
+/// returned as such, for the caller's range check.
+std::optional<double> read_decimal(const std::string& text);
 
 enum class Scheme {
   float_allgather,     // float32 payloads, allgather, each worker sums: today's `--codec float` exchange
