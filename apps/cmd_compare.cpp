@@ -67,19 +67,9 @@ int run_compare(const CompareCli& o) {
   eo.timeout_s = o.exec_timeout;
   std::unique_ptr<Sampler> a, b;
   try {
-    // an unknown name is named as the argument it is (compare takes A and B, not --impl)
-    auto sampler = [&](const std::string& impl, const char* which) {
-      try {
-        return make_sampler(impl, eo);
-      } catch (const Error& e) {
-        std::string what = e.what();
-        if (const std::size_t at = what.find("unknown --impl"); at != std::string::npos)
-          throw Error(e.code(), what.substr(0, at) + "unknown implementation " + which + what.substr(at + 14));
-        throw;
-      }
-    };
-    a = sampler(o.a, "A");
-    b = sampler(o.b, "B");
+    // a bad name is named as the argument it is (compare takes A and B, not --impl)
+    a = make_sampler(o.a, eo, "implementation A");
+    b = make_sampler(o.b, eo, "implementation B");
   } catch (const Unavailable& e) {
     std::fprintf(stderr, "terngrad compare: %s\n", e.what());
     return 2;

@@ -419,9 +419,9 @@ static Command converge_command() {
     s->add_option("--seed", o->seed, "First seed (minibatches and codec stream); --checks shifts its fixed seeds by seed-1")->capture_default_str();
     s->add_option("--schedule", o->schedule, "decay: gamma_t = gamma0/(t + t0) (Assumption 2); const: gamma")
         ->check(CLI::IsMember({"decay", "const"}))->capture_default_str();
-    s->add_option("--gamma0", o->gamma0, "decay: gamma0")->check(tg::app::positive_finite())->capture_default_str();
-    s->add_option("--t0", o->t0, "decay: t0")->check(tg::app::positive_finite())->capture_default_str();
-    s->add_option("--gamma", o->gamma, "const: step size")->check(tg::app::positive_finite())->capture_default_str();
+    s->add_option("--gamma0", o->gamma0, "decay: gamma0")->check(tg::app::in_range(1e-12, 1e6))->capture_default_str();
+    s->add_option("--t0", o->t0, "decay: t0")->check(tg::app::in_range(1e-6, 1e12))->capture_default_str();
+    s->add_option("--gamma", o->gamma, "const: step size")->check(tg::app::in_range(1e-12, 1e6))->capture_default_str();
     s->add_flag("--start-at-optimum", o->start_at_optimum, "Start at w* (noise-ball runs) instead of w = 0");
     s->add_option("--every", o->every, "Record curves every this many steps")->check(tg::app::in_range(1, 10000000))->capture_default_str();
     s->add_option("--out", o->out, "Output folder for curves.csv and summary.json")->capture_default_str()->check(non_empty_path());

@@ -175,7 +175,7 @@ int run_model(ModelOptions o, const std::vector<const CLI::Option*>& preset_conf
 
   nlohmann::json jconfigs = nlohmann::json::array();
   std::ostringstream csv;
-  csv << "config,net,topology,scheme,workers,batch_per_worker,payload_bytes,compute_s,encode_s,comm_s,decode_s,step_s,images_per_s\n";
+  csv << tg::app::kModelCsvHeader << '\n';
   csv.precision(9);
   std::string text;
   char line[512];

@@ -306,6 +306,16 @@ void strict_numbers(CLI::App& app);
 // "" when no comma-separated option of the parsed subcommand names an item twice (--skip cross,cross ran as one
 // skip, converge --methods tern,tern twice), else the message.
 std::string repeated_item(const CLI::App& sub);
+// "" when no comma-separated option is given an empty item, else the error line ("terngrad SUB: ...").
+// CLI11 drops empty items ("--methods float,,tern" ran float and tern, "--workers 4," ran 4), so this
+// reads the arguments themselves (args: argv[1..]), before the parse: "--opt a,,b", "--opt=a,", "--opt ''".
+std::string empty_list_item(const CLI::App& app, const std::vector<std::string>& args);
+
+// The first line of `terngrad model --csv`; also how a file at that path is known as a report of an
+// earlier run (registry.cpp).
+inline constexpr const char* kModelCsvHeader =
+    "config,net,topology,scheme,workers,batch_per_worker,payload_bytes,compute_s,encode_s,comm_s,decode_s,step_s,"
+    "images_per_s";
 
 // Runs fn, turning every exception (tg::Error, std::exception, anything else) into one line on stderr
 // (the first line of its message) and exit code 2. main() runs every subcommand through it: the one

@@ -1,5 +1,6 @@
 // terngrad-bench: the list of subcommands of `terngrad`, and their shared error handling.
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -91,7 +92,7 @@ bool reads_as_report(const std::string& option, const std::filesystem::path& tar
   head.resize(static_cast<std::size_t>(in.gcount()));
   if (head.find('\0') != std::string::npos) return false;  // a binary file (.npy, a checkpoint)
   if (option == "--junit") return head.rfind("<?xml", 0) == 0 && head.find("<testsuites") != std::string::npos;
-  if (option == "--csv") return head.rfind("config,net,topology,scheme,", 0) == 0;
+  if (option == "--csv") return head.rfind(std::string(kModelCsvHeader) + '\n', 0) == 0;
   if (option == "--output") return head.rfind("terngrad ", 0) == 0;
   return false;
 }
@@ -326,6 +327,59 @@ std::string repeated_item(const CLI::App& sub) {
       for (std::size_t k = 0; k < i; ++k)
         if (items[k] == items[i])
           return opt->get_name() + " lists '" + items[i].substr(0, 40) + "' twice (give each once)";
+  }
+  return "";
+}
+
+std::string empty_list_item(const CLI::App& app, const std::vector<std::string>& args) {
+  // the subcommand: the first argument that names one (the program's own flags come before it)
+  const CLI::App* sub = nullptr;
+  std::size_t i = 0;
+  for (; i < args.size() && !sub; ++i)
+    for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; }))
+      if (s->get_name() == args[i]) sub = s;
+  if (!sub) return "";
+  auto list_option = [&](const std::string& name) -> const CLI::Option* {  // name: "--workers" or "-w"
+    for (const CLI::Option* o : sub->get_options()) {
+      if (o->get_delimiter() != ',') continue;
+      for (const auto& l : o->get_lnames())
+        if (name == "--" + l) return o;
+      for (const auto& s : o->get_snames())
+        if (name == "-" + s) return o;
+    }
+    return nullptr;
+  };
+  auto has_empty_item = [](const std::string& value) {
+    std::size_t start = 0;
+    for (;;) {
+      const std::size_t comma = value.find(',', start);
+      const std::string item = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (item.find_first_not_of(" \t") == std::string::npos) return true;
+      if (comma == std::string::npos) return false;
+      start = comma + 1;
+    }
+  };
+  auto message = [&](const CLI::Option* o, const std::string& value) {
+    const std::string where = "terngrad " + sub->get_name();
+    const std::string what = value.find_first_not_of(" \t") == std::string::npos
+                                 ? " is given an empty value"
+                                 : " has an empty item in '" + elide_middle(value, 80) + "'";
+    return where + ": " + o->get_name() + what + " (a comma-separated list, no item empty; see " + where + " --help)";
+  };
+  const CLI::Option* taking = nullptr;  // the list option whose values the next arguments are
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") break;
+    if (a.size() > 1 && a[0] == '-' && !(std::isdigit(static_cast<unsigned char>(a[1])) || a[1] == '.')) {
+      const std::size_t eq = a.find('=');
+      taking = list_option(a.substr(0, eq));
+      if (taking && eq != std::string::npos) {
+        if (has_empty_item(a.substr(eq + 1))) return message(taking, a.substr(eq + 1));
+        taking = nullptr;
+      }
+      continue;
+    }
+    if (taking && has_empty_item(a)) return message(taking, a);
   }
   return "";
 }

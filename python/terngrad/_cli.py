@@ -48,7 +48,11 @@ class _Once(argparse.Action):
 
 def _list_of(known, what):
     def parse(text):
-        items = [x.strip() for x in text.split(",") if x.strip()]
+        items = [x.strip() for x in text.split(",")]
+        if not text.strip():
+            raise argparse.ArgumentTypeError("is given an empty value (a comma-separated list, no item empty)")
+        if "" in items:
+            raise argparse.ArgumentTypeError(f"has an empty item in '{text[:80]}' (a comma-separated list, no item empty)")
         for k, x in enumerate(items):
             if x not in known:
                 raise argparse.ArgumentTypeError(f"unknown {what} '{x}' (known: {', '.join(known)})")

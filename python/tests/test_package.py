@@ -83,6 +83,10 @@ def test_verify_python_draw_function(tmp_path):
     # an option given twice is refused (argparse kept the last), as by the C++ program; so is a list naming one twice
     (["verify", "--profile", "quick", "--profile", "ci"], "--profile given 2 times (give it once)"),
     (["verify", "--skip", "cross,cross"], "lists 'cross' twice"),
+    # an empty item is refused, not dropped (as by the C++ program)
+    (["verify", "--skip", "cross,"], "--skip: has an empty item in 'cross,'"),
+    (["verify", "--supports", "clip,,saturate"], "--supports: has an empty item in 'clip,,saturate'"),
+    (["verify", "--skip", ""], "--skip: is given an empty value"),
     (["verify", "--list-mutants", "--json", "m.json"], "--json excludes --list-mutants"),
     (["verify", "--exec-timeout", "0"], "0 is not in [0.001, 86400]"),
 ])

@@ -751,11 +751,11 @@ bool cuda_usable(std::string* why) {
 #endif
 }
 
-std::unique_ptr<Sampler> make_sampler(const std::string& impl, const ExecOptions& options) {
+std::unique_ptr<Sampler> make_sampler(const std::string& impl, const ExecOptions& options, const std::string& argument) {
   if (impl == "reference" || impl.rfind("optimized", 0) == 0) return make_codec_sampler(make_codec(impl), impl);
   if (impl == "cuda") {
     std::string why;
-    if (!cuda_usable(&why)) throw Unavailable("--impl cuda: " + why);
+    if (!cuda_usable(&why)) throw Unavailable(argument + " cuda: " + why);
 #ifdef TG_HAVE_CUDA
     return make_codec_sampler(std::shared_ptr<const Codec>(tg::cuda::make_codec()), "cuda");
 #endif
@@ -763,13 +763,13 @@ std::unique_ptr<Sampler> make_sampler(const std::string& impl, const ExecOptions
   if (impl.rfind("exec:", 0) == 0) {
     std::string cmd = impl.substr(5);
     if (cmd.find_first_not_of(" \t") == std::string::npos)
-      throw Error(ErrorCode::invalid_argument, "--impl exec: needs a command, e.g. exec:'python3 mycodec.py'");
+      throw Error(ErrorCode::invalid_argument, argument + " exec: needs a command, e.g. exec:'python3 mycodec.py'");
     return make_exec_sampler(cmd, options);
   }
   if (impl.rfind("serve:", 0) == 0) {
     std::string cmd = impl.substr(6);
     if (cmd.find_first_not_of(" \t") == std::string::npos)
-      throw Error(ErrorCode::invalid_argument, "--impl serve: needs a command, e.g. serve:'python3 mycodec.py'");
+      throw Error(ErrorCode::invalid_argument, argument + " serve: needs a command, e.g. serve:'python3 mycodec.py'");
     return make_serve_sampler(cmd, options);
   }
   if (impl.rfind("mutant:", 0) == 0) {
@@ -780,7 +780,7 @@ std::unique_ptr<Sampler> make_sampler(const std::string& impl, const ExecOptions
     std::string name = impl.substr(8);
     return make_codec_sampler(make_variant_codec(name), "variant:" + name);
   }
-  throw Error(ErrorCode::invalid_argument, "unknown --impl '" + impl +
+  throw Error(ErrorCode::invalid_argument, "unknown " + argument + " '" + impl +
                                                "' (expected reference, optimized, optimized-<isa>[-t<N>], cuda, exec:CMD, serve:CMD, mutant:NAME or variant:NAME)");
 }
 

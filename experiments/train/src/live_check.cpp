@@ -53,12 +53,24 @@ std::vector<std::size_t> choose_tensors(const std::string& spec, const GradientE
     if (out.empty()) throw std::invalid_argument("--live-check: no tensor of this run travels ternary");
     return out;
   }
-  std::stringstream in(spec);
-  std::string item;
-  while (std::getline(in, item, ',')) {
+  if (spec.empty()) throw std::invalid_argument("--live-check-layers: empty list");
+  std::vector<std::string> items;  // every item, an empty one at either end included ("a," is two)
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = spec.find(',', start);
+    items.push_back(spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const std::string& item = items[i];
+    if (item.empty())
+      throw std::invalid_argument("--live-check-layers: has an empty item in '" + spec.substr(0, 80) +
+                                  "' (a comma-separated list of tensor names or indices, no item empty)");
+    if (std::find(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(i), item) != items.begin() + static_cast<std::ptrdiff_t>(i))
+      throw std::invalid_argument("--live-check-layers: lists '" + item.substr(0, 40) + "' twice (give each once)");
     std::size_t t = layers.size();
     if (all_digits(item)) {
-      t = std::stoul(item);
+      t = std::stoul(item);  // at most 9 digits
     } else {
       for (std::size_t k = 0; k < layers.size(); ++k)
         if (layers[k].name == item) t = k;
@@ -72,9 +84,10 @@ std::vector<std::size_t> choose_tensors(const std::string& spec, const GradientE
     if (!x.is_ternary(t))
       throw std::invalid_argument("--live-check-layers: tensor " + layers[t].name +
                                   " travels as float32 (--float-below or --quantize-last), there is nothing to check");
-    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+    if (std::find(out.begin(), out.end(), t) != out.end())
+      throw std::invalid_argument("--live-check-layers: tensor " + layers[t].name + " is listed twice (by name and by index)");
+    out.push_back(t);
   }
-  if (out.empty()) throw std::invalid_argument("--live-check-layers: empty list");
   return out;
 }
 

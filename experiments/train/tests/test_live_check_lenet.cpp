@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 #include "scratch_dir.hpp"
 #include "tg/train/data.hpp"
@@ -111,4 +112,16 @@ TEST(LiveCheckLeNet, CatchesABrokenEncoderAndStops) {
   EXPECT_EQ(rc, 2) << log;
   EXPECT_NE(log.find("no tensor 'ip9.weight'"), std::string::npos) << log;
   EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+
+  // an empty item and a tensor listed twice are refused, not dropped or merged (as every comma list of the CLI)
+  const std::pair<const char*, const char*> refused[] = {
+      {"ip1.weight,", "--live-check-layers: has an empty item in 'ip1.weight,'"},
+      {"ip1.weight,ip1.weight", "--live-check-layers: lists 'ip1.weight' twice"}};
+  for (const auto& [layers, message] : refused) {
+    rc = run_cli(kLenetArgs + " --steps 2 --live-check 1 --live-check-layers " + layers, d / "bad.log");
+    log = slurp(d / "bad.log");
+    EXPECT_EQ(rc, 2) << log;
+    EXPECT_NE(log.find(message), std::string::npos) << log;
+    EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+  }
 }

@@ -120,8 +120,10 @@ class Unavailable : public std::runtime_error {
 };
 
 /// Parses an --impl value and builds the sampler; throws tg::Error(invalid_argument) on a bad value
-/// and Unavailable when the implementation is not built or has no device.
-std::unique_ptr<Sampler> make_sampler(const std::string& impl, const ExecOptions& options);
+/// and Unavailable when the implementation is not built or has no device. `argument` is how the
+/// messages name where the value came from (compare: "implementation A").
+std::unique_ptr<Sampler> make_sampler(const std::string& impl, const ExecOptions& options,
+                                      const std::string& argument = "--impl");
 
 /// Whether the CUDA codec is built in and a device is usable (why: the reason when not).
 bool cuda_usable(std::string* why);
