@@ -433,6 +433,25 @@ static Command converge_command() {
     s->add_option("--json", o->json, "Also write the summary JSON to FILE ('-': on stdout, instead of the table)")->check(non_empty_path());
     s->add_flag("--no-progress", o->quiet, "No progress line on stderr");
     hidden_alias(s, "--quiet", o->quiet, "--no-progress");
+    // options that only some runs use are refused in the others, not ignored
+    auto problem_is = [o](std::initializer_list<const char*> kinds) {
+      return [o, k = std::vector<std::string>(kinds.begin(), kinds.end())] {
+        return std::find(k.begin(), k.end(), o->problem) != k.end();
+      };
+    };
+    only_with(s, "--gamma0", "--schedule decay", [o] { return o->schedule == "decay"; });
+    only_with(s, "--t0", "--schedule decay", [o] { return o->schedule == "decay"; });
+    only_with(s, "--gamma", "--schedule const", [o] { return o->schedule == "const"; });
+    only_with(s, "--blocks", "--problem multiscale", problem_is({"multiscale"}));
+    only_with(s, "--scale-ratio", "--problem multiscale", problem_is({"multiscale"}));
+    only_with(s, "--noise", "--problem lsq or multiscale (least squares)", problem_is({"lsq", "multiscale"}));
+    only_with(s, "--no-prediction", "--problem lsq or multiscale (least squares)", problem_is({"lsq", "multiscale"}));
+    only_with(s, "--lambda", "--problem logistic", problem_is({"logistic"}));
+    only_with(s, "--c", "a clipped method in --methods (tern-clip, tern-saturate)", [o] {
+      for (const auto& m : o->methods)
+        if (m == "tern-clip" || m == "tern-saturate") return true;
+      return false;
+    });
     return s;
   };
   cmd.run_fn = [o] { return run_converge(*o); };

@@ -21,7 +21,6 @@ struct DemoOptions {
   std::string clip = "none";
   std::string packing = "2bit";
   double c = 2.5;
-  bool c_given = false;
 };
 
 int run_demo(const DemoOptions& o) {
@@ -30,8 +29,6 @@ int run_demo(const DemoOptions& o) {
   p.packing = parse_packing(o.packing.c_str());
   p.c = o.c;
   validate(p);
-  if (p.clip == ClipMode::none && o.c_given)
-    throw std::invalid_argument("--c is the clip factor of --clip clip or saturate; with --clip none it would be ignored");
   std::mt19937_64 rng(o.seed);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> g(o.n);
@@ -105,9 +102,8 @@ int run_demo(const DemoOptions& o) {
 
 static Command demo_command() {
   auto opts = std::make_shared<DemoOptions>();
-  auto c_option = std::make_shared<CLI::Option*>(nullptr);  // --c, to tell a given value from the default
   Command c;
-  c.add_fn = [opts, c_option](CLI::App& app) {
+  c.add_fn = [opts](CLI::App& app) {
     CLI::App* sub = app.add_subcommand("demo", "Encode one gradient; show scalar, sparsity, bytes, variance identity");
     sub->add_option("--elements", opts->n, "Number of gradient elements")
         ->check(tg::app::in_range(std::size_t{1}, std::size_t{1} << 30));
@@ -117,13 +113,10 @@ static Command demo_command() {
     sub->add_option("--clip", opts->clip, "Clipping mode")->check(CLI::IsMember({"none", "clip", "saturate"}));
     sub->add_option("--packing", opts->packing, "Packing")->check(CLI::IsMember({"2bit", "base3"}));
     sub->add_option("--c", opts->c, "Clip factor (bound c*sigma), with --clip clip or saturate")->check(tg::app::in_range(1e-3, 1e6));
-    *c_option = sub->get_option("--c");
+    tg::app::only_with(sub, "--c", "--clip clip or saturate", [opts] { return opts->clip != "none"; });
     return sub;
   };
-  c.run_fn = [opts, c_option] {
-    opts->c_given = (*c_option)->count() > 0;
-    return run_demo(*opts);
-  };
+  c.run_fn = [opts] { return run_demo(*opts); };
   return c;
 }
 

@@ -313,6 +313,11 @@ static std::vector<Command> model_commands() {
     sub->add_option("--json", o->json, "Also write every prediction with its inputs as JSON to FILE ('-': on stdout, instead of the table)")->check(non_empty_path());
     sub->add_option("--csv", o->csv, "Also write one row per scheme and worker count as CSV to FILE ('-': on stdout, instead of the table)")->check(non_empty_path());
     sub->add_flag("--quiet", o->quiet, "No table on stdout");
+    // options that only some runs use are refused in the others, not ignored (with --preset paper, the
+    // preset's own refusal names them)
+    only_with(sub, "--ps-shards", "--topology ps", [o] { return o->preset == "paper" || o->topology == "ps"; });
+    only_with(sub, "--ps-downlink", "--topology ps", [o] { return o->preset == "paper" || o->topology == "ps"; });
+    only_with(sub, "--warmup", "--compute-from", [o] { return o->preset == "paper" || !o->compute_from.empty(); });
     return sub;
   };
   c.run_fn = [o, conflicts] { return run_model(*o, *conflicts); };

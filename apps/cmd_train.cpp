@@ -116,6 +116,16 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
                   "Write that step's exchange (every worker's payload bytes per tensor, the gradients) to --out/dump-step<N> (default -1: none)")
       ->check(tg::app::in_range(0L, 1L << 31));
   sub->add_option("--json", cli.json, "Also write the run summary as JSON to FILE ('-': on stdout, instead of the text)")->check(non_empty_path());
+  // options that only some runs use are refused in the others, not ignored (c outlives the parse: it is the
+  // command's shared TrainConfig)
+  tg::train::TrainConfig* cfg = &c;
+  tg::app::only_with(sub, "--gamma", "--lr-policy inv or step", [cfg] { return cfg->lr_policy != "fixed"; });
+  tg::app::only_with(sub, "--power", "--lr-policy inv", [cfg] { return cfg->lr_policy == "inv"; });
+  tg::app::only_with(sub, "--step-size", "--lr-policy step", [cfg] { return cfg->lr_policy == "step"; });
+  tg::app::only_with(sub, "--momentum", "--optimizer momentum", [cfg] { return cfg->optimizer == "momentum"; });
+  tg::app::only_with(sub, "--c", "--clip clip or saturate", [cfg] { return cfg->clip != "none"; });
+  for (const char* option : {"--live-check-draws", "--live-check-alpha", "--live-check-fail", "--live-check-layers"})
+    tg::app::only_with(sub, option, "--live-check N (N > 0)", [cfg] { return cfg->live_check.every > 0; });
 }
 
 int run_train(tg::train::TrainConfig c, const TrainCli& cli) {

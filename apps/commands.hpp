@@ -306,6 +306,13 @@ void strict_numbers(CLI::App& app);
 // "" when no comma-separated option of the parsed subcommand names an item twice (--skip cross,cross ran as one
 // skip, converge --methods tern,tern twice), else the message.
 std::string repeated_item(const CLI::App& sub);
+// An option given where the run does not use it is refused, not ignored. only_with(sub, "--gamma",
+// "--schedule const", [o] { return o->schedule == "const"; }) says that --gamma of `sub` is used only when
+// applies() holds (called after the parse); main() refuses it, given in a run where applies() is false:
+// "--gamma is used only with --schedule const; this run would ignore it". ignored_option returns that
+// message for the parsed subcommand, or "".
+void only_with(CLI::App* sub, const std::string& option, std::string when, std::function<bool()> applies);
+std::string ignored_option(const CLI::App& sub);
 // "" when no comma-separated option is given an empty item, else the error line ("terngrad SUB: ...").
 // CLI11 drops empty items ("--methods float,,tern" ran float and tern, "--workers 4," ran 4), so this
 // reads the arguments themselves (args: argv[1..]), before the parse: "--opt a,,b", "--opt=a,", "--opt ''".

@@ -183,7 +183,9 @@ int main(int argc, char** argv) {
   for (auto& c : commands)
     if (c.selected()) {
       const std::string name = c.sub->get_name();
-      if (const std::string why = tg::app::repeated_item(*c.sub); !why.empty()) {
+      std::string why = tg::app::repeated_item(*c.sub);
+      if (why.empty()) why = tg::app::ignored_option(*c.sub);
+      if (!why.empty()) {
         std::fprintf(stderr, "terngrad %s: %s (see terngrad %s --help)\n", name.c_str(), why.c_str(), name.c_str());
         return 2;
       }

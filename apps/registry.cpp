@@ -331,6 +331,33 @@ std::string repeated_item(const CLI::App& sub) {
   return "";
 }
 
+namespace {
+struct OnlyWith {
+  const CLI::App* sub;
+  std::string option, when;
+  std::function<bool()> applies;
+};
+std::vector<OnlyWith>& only_with_rules() {  // a function-local static: safe from any static initialiser
+  static std::vector<OnlyWith> rules;
+  return rules;
+}
+}  // namespace
+
+void only_with(CLI::App* sub, const std::string& option, std::string when, std::function<bool()> applies) {
+  if (!sub->get_option_no_throw(option)) throw std::logic_error("only_with: no option " + option);
+  only_with_rules().push_back({sub, option, std::move(when), std::move(applies)});
+}
+
+std::string ignored_option(const CLI::App& sub) {
+  for (const OnlyWith& r : only_with_rules()) {
+    if (r.sub != &sub) continue;
+    const CLI::Option* o = sub.get_option_no_throw(r.option);
+    if (o && o->count() > 0 && !r.applies())
+      return r.option + " is used only with " + r.when + "; this run would ignore it";
+  }
+  return "";
+}
+
 std::string empty_list_item(const CLI::App& app, const std::vector<std::string>& args) {
   // the subcommand: the first argument that names one (the program's own flags come before it)
   const CLI::App* sub = nullptr;

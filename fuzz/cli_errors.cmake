@@ -263,7 +263,7 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("3bit" demo --packing 3bit)
     expect_usage_error("--c" demo --c -1)
     expect_usage_error("--c: must be a number in [0.001" demo --clip clip --c 1e-320)  # was: scalar 0, nothing kept
-    expect_usage_error("with --clip none it would be ignored" demo --c 0.5)
+    expect_usage_error("demo: --c is used only with --clip clip or saturate; this run would ignore it" demo --c 0.5)
     expect_usage_error("--seed" demo --seed)
     expect_usage_error("--seed" demo --seed -1)                    # was 2^64-1
     expect_usage_error("--seed" demo --seed 18446744073709551616)  # was 2^64-1
@@ -386,10 +386,26 @@ foreach(sub IN LISTS subcommands)
     endif()
     expect_usage_error("--c: must be a number in [0.001" converge --c 1e-320 --methods tern-clip)  # a bound of 0
     expect_usage_error("--tail-dof: must be 0 (Gaussian) or in [1, 1e6]" converge --tail-dof 0.5)
+    # an option the run would not use is refused, not ignored (was: --gamma with the default decay schedule ran
+    # that schedule, --lambda on least squares did nothing)
+    expect_usage_error("--gamma is used only with --schedule const" converge --gamma 0.1)
+    expect_usage_error("--t0 is used only with --schedule decay" converge --schedule const --t0 5)
+    expect_usage_error("--lambda is used only with --problem logistic" converge --lambda 0.1)
+    expect_usage_error("--noise is used only with --problem lsq or multiscale" converge --problem logistic --noise 1)
+    expect_usage_error("--blocks is used only with --problem multiscale" converge --blocks 3)
+    expect_usage_error("--c is used only with a clipped method in --methods" converge --methods float,tern --c 2)
+    expect_run(RC 0 ARGS converge --schedule const --gamma 0.05 --problem multiscale --blocks 3 --methods float,tern-saturate
+               --c 2 --steps 2 --seeds 1 --no-progress --out "${scratch}/used" CONTAINS "tern-saturate")
+    file(REMOVE_RECURSE "${scratch}/used")
     expect_run(RC 0 ARGS converge --help CONTAINS "0 (Gaussian features) or in [1, 1e6]" LACKS "--tail-dof FLOAT:FLOAT in [0 - 1e+06]")
   elseif(sub STREQUAL "train")
     expect_usage_error("--progress" train --progress --no-progress --steps 1)
     expect_usage_error("--layerwise: must be true or false" train --layerwise 2)  # read as true
+    expect_usage_error("--gamma is used only with --lr-policy inv or step" train --lr-policy fixed --gamma 0.1)
+    expect_usage_error("--power is used only with --lr-policy inv" train --lr-policy step --power 0.5)
+    expect_usage_error("--momentum is used only with --optimizer momentum" train --optimizer adam --momentum 0.5)
+    expect_usage_error("train: --c is used only with --clip clip or saturate" train --c 2)
+    expect_usage_error("--live-check-draws is used only with --live-check N (N > 0)" train --live-check-draws 8)
     expect_usage_error("--checkpoint-every requires --checkpoint" train --checkpoint-every 5)
     expect_usage_error("/nonexistent/checkpoint" train --resume /nonexistent/checkpoint)
     expect_usage_error("/nonexistent/data" train --data-dir /nonexistent/data)
@@ -437,6 +453,9 @@ foreach(sub IN LISTS subcommands)
   elseif(sub STREQUAL "model")
     expect_usage_error("unknown option --bandwith (did you mean --bandwidth-gbps?)" model --bandwith 1)  # a prefix
     expect_usage_error("model: --workers has an empty item in '1,2,'" model --preset paper --workers 1,2,)
+    expect_usage_error("--ps-shards is used only with --topology ps" model --net lenet --compute-s 1 --ps-shards 2)
+    expect_usage_error("--warmup is used only with --compute-from" model --net lenet --compute-s 1 --warmup 3)
+    expect_usage_error("--ps-shards cannot be combined with --preset paper" model --preset paper --ps-shards 2)
     # --csv is checked with --json, before anything is written (was: x.json written, then the error)
     expect_usage_error("--csv ${scratch} is a folder" model --preset paper --json "${scratch}/x.json" --csv "${scratch}"
                        ABSENT "${scratch}/x.json")
