@@ -19,17 +19,6 @@ namespace {
 
 using namespace tg::verify;
 
-// "a,b,,c" -> {"a", "b", "", "c"}: one --clip list.
-static std::vector<std::string> split_commas(const std::string& list) {
-  std::vector<std::string> parts;
-  for (std::size_t start = 0;;) {
-    const std::size_t comma = list.find(',', start);
-    parts.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) return parts;
-    start = comma + 1;
-  }
-}
-
 struct CompareCli {
   std::string a, b;
   std::size_t d = 4099;

@@ -317,6 +317,16 @@ std::string ignored_option(const CLI::App& sub);
 // CLI11 drops empty items ("--methods float,,tern" ran float and tern, "--workers 4," ran 4), so this
 // reads the arguments themselves (args: argv[1..]), before the parse: "--opt a,,b", "--opt=a,", "--opt ''".
 std::string empty_list_item(const CLI::App& app, const std::vector<std::string>& args);
+// "a,b,,c" -> {"a", "b", "", "c"}: every item of a comma-separated list, empty ones included.
+inline std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> parts;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = list.find(',', start);
+    parts.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return parts;
+    start = comma + 1;
+  }
+}
 
 // The first line of `terngrad model --csv`; also how a file at that path is known as a report of an
 // earlier run (registry.cpp).

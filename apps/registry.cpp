@@ -377,14 +377,9 @@ std::string empty_list_item(const CLI::App& app, const std::vector<std::string>&
     return nullptr;
   };
   auto has_empty_item = [](const std::string& value) {
-    std::size_t start = 0;
-    for (;;) {
-      const std::size_t comma = value.find(',', start);
-      const std::string item = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    for (const std::string& item : split_commas(value))
       if (item.find_first_not_of(" \t") == std::string::npos) return true;
-      if (comma == std::string::npos) return false;
-      start = comma + 1;
-    }
+    return false;
   };
   auto message = [&](const CLI::Option* o, const std::string& value) {
     const std::string where = "terngrad " + sub->get_name();
