@@ -96,6 +96,8 @@ static Command calibrate_command() {
         ->check(tg::app::in_range(0.001, 86400.0))
         ->capture_default_str();
     sub->add_flag("--no-progress", opts->no_progress, "No progress lines on stderr");
+    only_with(sub, "--exec-timeout", "an external implementation (--impl exec:CMD or serve:CMD)",
+              [opts] { return external_impl(opts->impl); });
     return sub;
   };
   c.run_fn = [opts] { return run_calibrate(*opts); };

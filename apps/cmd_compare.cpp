@@ -143,6 +143,8 @@ static Command compare_command() {
         ->check(tg::app::in_range(0.001, 86400.0))
         ->capture_default_str();
     sub->add_flag("--no-progress", opts->no_progress, "No progress line on stderr");
+    only_with(sub, "--exec-timeout", "an external implementation (A or B exec:CMD or serve:CMD)",
+              [opts] { return external_impl(opts->a) || external_impl(opts->b); });
     return sub;
   };
   c.run_fn = [opts] { return run_compare(*opts); };

@@ -124,6 +124,15 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   tg::app::only_with(sub, "--step-size", "--lr-policy step", [cfg] { return cfg->lr_policy == "step"; });
   tg::app::only_with(sub, "--momentum", "--optimizer momentum", [cfg] { return cfg->optimizer == "momentum"; });
   tg::app::only_with(sub, "--c", "--clip clip or saturate", [cfg] { return cfg->clip != "none"; });
+  // codec-specific options: each codec reads its own (the exchange, experiments/train/src/exchange.cpp)
+  for (const char* option : {"--qsgd-levels", "--qsgd-bucket"})
+    tg::app::only_with(sub, option, "--codec qsgd", [cfg] { return cfg->codec == "qsgd"; });
+  tg::app::only_with(sub, "--float-exchange", "--codec float", [cfg] { return cfg->codec == "float"; });
+  for (const char* option : {"--packing", "--clip", "--layerwise", "--shared-scalar"})
+    tg::app::only_with(sub, option, "--codec terngrad", [cfg] { return cfg->codec == "terngrad"; });
+  for (const char* option : {"--float-below", "--quantize-last"})
+    tg::app::only_with(sub, option, "a compressing codec (--codec terngrad, qsgd or signsgd-ef)",
+                       [cfg] { return cfg->codec != "float"; });
   for (const char* option : {"--live-check-draws", "--live-check-alpha", "--live-check-fail", "--live-check-layers"})
     tg::app::only_with(sub, option, "--live-check N (N > 0)", [cfg] { return cfg->live_check.every > 0; });
 }

@@ -356,6 +356,8 @@ static Command verify_command() {
                               "--unseeded", "--alpha", "--beta"})
       list->excludes(sub->get_option(other));
     sub->get_option("--verbose")->needs(sub->get_option("--self-test"));
+    only_with(sub, "--exec-timeout", "an external implementation (--impl exec:CMD or serve:CMD, or --self-test's --example)",
+              [opts] { return external_impl(opts->impl) || (opts->self_test && opts->example != "none"); });
     return sub;
   };
   c.run_fn = [opts] { return run_verify(*opts); };

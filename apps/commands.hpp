@@ -317,6 +317,8 @@ std::string ignored_option(const CLI::App& sub);
 // CLI11 drops empty items ("--methods float,,tern" ran float and tern, "--workers 4," ran 4), so this
 // reads the arguments themselves (args: argv[1..]), before the parse: "--opt a,,b", "--opt=a,", "--opt ''".
 std::string empty_list_item(const CLI::App& app, const std::vector<std::string>& args);
+// An implementation run as another program (exec:CMD, serve:CMD): the one that --exec-timeout bounds.
+inline bool external_impl(const std::string& impl) { return impl.rfind("exec:", 0) == 0 || impl.rfind("serve:", 0) == 0; }
 // "a,b,,c" -> {"a", "b", "", "c"}: every item of a comma-separated list, empty ones included.
 inline std::vector<std::string> split_commas(const std::string& list) {
   std::vector<std::string> parts;

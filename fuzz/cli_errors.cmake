@@ -279,6 +279,10 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("/nonexistent/codec" verify --impl "exec:/nonexistent/codec" --no-progress)
     expect_usage_error("bogus" verify --impl bogus --no-progress)
     expect_usage_error("--exec-timeout" verify --exec-timeout nan --no-progress)  # NaN turned the timeout off
+    # --exec-timeout bounds an external implementation's calls: refused where none runs, taken where one does
+    expect_usage_error("verify: --exec-timeout is used only with an external implementation" verify --impl reference --exec-timeout 5)
+    expect_usage_error("--exec-timeout is used only with" verify --self-test --example none --exec-timeout 5)
+    expect_usage_error("/nonexistent/codec" verify --impl "exec:/nonexistent/codec" --exec-timeout 5 --no-progress)
     # outputs: checked before the run, named as what they are, and no folder made for a refused run
     expect_usage_error("--json ${scratch} is a folder, not a file" verify --json "${scratch}" --profile quick --no-progress
                        ABSENT "${scratch}/-")
@@ -338,6 +342,7 @@ foreach(sub IN LISTS subcommands)
     # an implementation that is wrong is named as the argument it is: A or B, not --impl
     expect_usage_error("implementation A exec: needs a command" compare exec: optimized --elements 64)
     expect_usage_error("unknown implementation B 'fastest'" compare reference fastest --elements 64)
+    expect_usage_error("compare: --exec-timeout is used only with an external implementation" compare reference optimized --elements 64 --exec-timeout 5)
     expect_usage_error("--draws" compare reference optimized --draws 5000)
     expect_usage_error("--json ${scratch} is a folder" compare reference optimized --elements 64 --json "${scratch}" ABSENT)
     # --clip takes one comma-separated list: the implementations after it stay A and B (100 family cases and the
@@ -405,6 +410,11 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("--power is used only with --lr-policy inv" train --lr-policy step --power 0.5)
     expect_usage_error("--momentum is used only with --optimizer momentum" train --optimizer adam --momentum 0.5)
     expect_usage_error("train: --c is used only with --clip clip or saturate" train --c 2)
+    expect_usage_error("--packing is used only with --codec terngrad" train --codec float --packing base3)
+    expect_usage_error("--shared-scalar is used only with --codec terngrad" train --codec qsgd --shared-scalar false)
+    expect_usage_error("--qsgd-levels is used only with --codec qsgd" train --qsgd-levels 3)
+    expect_usage_error("--float-exchange is used only with --codec float" train --codec signsgd-ef --float-exchange allgather)
+    expect_usage_error("--float-below is used only with a compressing codec" train --codec float --float-below 10)
     expect_usage_error("--live-check-draws is used only with --live-check N (N > 0)" train --live-check-draws 8)
     expect_usage_error("--checkpoint-every requires --checkpoint" train --checkpoint-every 5)
     expect_usage_error("/nonexistent/checkpoint" train --resume /nonexistent/checkpoint)
@@ -448,6 +458,7 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("--json and --output name the same file" calibrate --seeds 2 --no-progress --json "${scratch}/c.out"
                        --output "${scratch}/c.out" ABSENT "${scratch}/c.out")
     expect_usage_error("--exec-timeout" calibrate --seeds 2 --exec-timeout 0)
+    expect_usage_error("calibrate: --exec-timeout is used only with an external implementation" calibrate --seeds 2 --exec-timeout 5 ABSENT)
     expect_run(RC 0 ARGS calibrate --profile quick --seeds 2 --no-progress --skip streams,collision,cross,aggregate,independence
                --json - CONTAINS "\"calibrated\"" LACKS "CALIBRATED" ABSENT "${scratch}/-")
   elseif(sub STREQUAL "model")

@@ -331,6 +331,9 @@ def _verify(a, verify):
         result = _samples(a, verify)
     else:
         impl = "optimized" if a.impl is None else a.impl
+        if a.exec_timeout is not None and not impl.startswith(("exec:", "serve:")):
+            raise UsageError("--exec-timeout is used only with an external implementation (--impl exec:CMD or "
+                             "serve:CMD); this run would ignore it")
         target = _python_impl(impl[len("python:"):]) if impl.startswith("python:") else impl
         _check_outputs(a)
         result = verify.run(target, profile=a.profile or "ci", seed=DEFAULT_SEED if a.seed is None else a.seed,

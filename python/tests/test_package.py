@@ -89,6 +89,8 @@ def test_verify_python_draw_function(tmp_path):
     (["verify", "--skip", ""], "--skip: is given an empty value"),
     (["verify", "--list-mutants", "--json", "m.json"], "--json excludes --list-mutants"),
     (["verify", "--exec-timeout", "0"], "0 is not in [0.001, 86400]"),
+    # an option the run would not use is refused, not ignored (as by the C++ program)
+    (["verify", "--impl", "reference", "--exec-timeout", "5"], "--exec-timeout is used only with an external"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(args, message):
     r = cli(*args)

@@ -145,8 +145,9 @@ TEST(TrainSmoke, TwoGlooRanksMatchTheSimulation) {
     auto sim = tg::train::run_training(c);
     fs::path out = d / a.name;
     std::string cmd = std::string("timeout 120 ") + TG_TERNGRAD_EXE +
-                      " launch --nproc 2 --grace-s 10 -- --model lenet --codec " + a.codec + " --float-exchange " +
-                      a.float_exchange + " --qsgd-levels 3 --batch 64 --steps 20 --train-limit 8192 --test-limit 1000"
+                      " launch --nproc 2 --grace-s 10 -- --model lenet --codec " + a.codec +
+                      (a.codec == "float" ? " --float-exchange " + a.float_exchange : std::string()) +
+                      (a.codec == "qsgd" ? " --qsgd-levels 3" : "") + " --batch 64 --steps 20 --train-limit 8192 --test-limit 1000"
                       " --eval-every 0 --seed 3 --timeout-s 60 --save-weights --out " + out.string() + " > " +
                       (d / "log.txt").string() + " 2>&1";
     int rc = std::system(cmd.c_str());
