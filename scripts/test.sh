@@ -32,7 +32,7 @@ if [ "$long" = 1 ]; then
   echo "test: the tests labelled long"
   ctest --preset default -j2 -L long
 fi
-echo "test: codec and property tests under ASan + UBSan"
+echo "test: codec, property and battery tests under ASan + UBSan (verify/tests/sanitizer_skip.txt left out)"
 bash scripts/build.sh asan
 stage "asan build done"
 ctest --preset asan -j2
