@@ -148,7 +148,7 @@ int run_self_test(const VerifyOptions& o) {
   for (const auto& m : mutant_list()) entries.push_back({std::string("mutant:") + m.name, false});
 
   std::vector<Result> results;
-  std::vector<std::string> lines;
+  std::vector<std::vector<std::string>> lines;
   bool ok = true;
   for (const auto& e : entries) {
     Options opt = base;
@@ -166,19 +166,25 @@ int run_self_test(const VerifyOptions& o) {
     ok = ok && as_expected;
     std::string fails;
     for (const auto& c : r.failed_checks()) fails += (fails.empty() ? "" : ", ") + c;
-    char buf[512];
-    std::snprintf(buf, sizeof buf, "%-50s %-8s %-8s %-10s %6.1f s  %s", e.impl.c_str(), e.correct ? "pass" : "reject",
-                  r.pass() ? "passed" : "rejected", as_expected ? "ok" : "WRONG", r.seconds,
-                  fails.empty() ? "-" : fails.c_str());
-    lines.push_back(buf);
+    // every failed check is listed: the column wraps (a fixed buffer here once cut the list off at 511 characters)
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.1f s", r.seconds);
+    lines.push_back({e.impl, e.correct ? "pass" : "reject", r.pass() ? "passed" : "rejected", as_expected ? "ok" : "WRONG",
+                     seconds, fails.empty() ? "-" : fails});
     results.push_back(std::move(r));
   }
   Profile P = base.profile;
   std::fprintf(text, "terngrad verify --self-test: profile %s, seed %llu, alpha_total %.3g per run, beta %.3g\n",
                P.name.c_str(), static_cast<unsigned long long>(base.seed), P.alpha_total, P.beta);
-  std::fprintf(text, "%-50s %-8s %-8s %-10s %8s  %s\n", "implementation", "expected", "result", "as expected", "time",
-               "failed checks");
-  for (const auto& l : lines) std::fprintf(text, "%s\n", l.c_str());
+  std::fputs(tg::verify::format_columns({{"implementation", 50},
+                                          {"expected", 8},
+                                          {"result", 8},
+                                          {"as expected", 11},
+                                          {"time", 8, true},
+                                          {"failed checks", 64}},
+                                         lines)
+                 .c_str(),
+             text);
   std::fprintf(text, "\nverdict: %s\n", ok ? "PASS (every correct implementation passed, every mutant was rejected)"
                                              : "FAIL (see the rows marked WRONG)");
   write_reports(o, results);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "tg/output_file.hpp"
+#include "tg/split.hpp"
 
 namespace tg::app {
 
@@ -319,16 +320,8 @@ std::string ignored_option(const CLI::App& sub);
 std::string empty_list_item(const CLI::App& app, const std::vector<std::string>& args);
 // An implementation run as another program (exec:CMD, serve:CMD): the one that --exec-timeout bounds.
 inline bool external_impl(const std::string& impl) { return impl.rfind("exec:", 0) == 0 || impl.rfind("serve:", 0) == 0; }
-// "a,b,,c" -> {"a", "b", "", "c"}: every item of a comma-separated list, empty ones included.
-inline std::vector<std::string> split_commas(const std::string& list) {
-  std::vector<std::string> parts;
-  for (std::size_t start = 0;;) {
-    const std::size_t comma = list.find(',', start);
-    parts.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) return parts;
-    start = comma + 1;
-  }
-}
+// Every item of a comma-separated list, empty ones included (common/include/tg/split.hpp).
+using tg::split_commas;
 
 // The first line of `terngrad model --csv`; also how a file at that path is known as a report of an
 // earlier run (registry.cpp).

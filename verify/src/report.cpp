@@ -19,6 +19,70 @@ namespace tg::verify {
 
 std::string strf(const char* f, ...) __attribute__((format(printf, 1, 2)));
 
+namespace {
+
+// The lines of `text` of at most `width` characters: broken at the last space that fits (the space dropped),
+// else after the last of ",;/-." that fits, else at `width`.
+std::vector<std::string> wrap(const std::string& text, std::size_t width) {
+  std::vector<std::string> lines;
+  std::string rest = text;
+  width = std::max<std::size_t>(width, 1);
+  while (rest.size() > width) {
+    std::size_t cut = rest.rfind(' ', width);
+    std::size_t next = cut + 1;
+    if (cut == std::string::npos || cut == 0) {
+      cut = rest.find_last_of(",;/-.", width - 1);
+      if (cut == std::string::npos || cut == 0) cut = width - 1;
+      next = ++cut;
+    }
+    std::string line = rest.substr(0, cut);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    lines.push_back(line);
+    rest = rest.substr(std::min(next, rest.size()));
+    rest.erase(0, std::min(rest.find_first_not_of(' '), rest.size()));
+  }
+  if (!rest.empty() || lines.empty()) lines.push_back(rest);
+  return lines;
+}
+
+}  // namespace
+
+std::string format_columns(const std::vector<TextColumn>& columns, const std::vector<std::vector<std::string>>& rows) {
+  const std::size_t n = columns.size();
+  std::vector<std::size_t> w(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    std::size_t widest = columns[k].head.size();
+    for (const auto& row : rows)
+      if (k < row.size()) widest = std::max(widest, row[k].size());
+    w[k] = std::min(widest, std::max(columns[k].width, std::size_t{1}));
+  }
+  std::ostringstream o;
+  auto emit = [&](const std::vector<std::string>& row) {
+    std::vector<std::vector<std::string>> parts(n);
+    std::size_t height = 1;
+    for (std::size_t k = 0; k < n; ++k) {
+      parts[k] = wrap(k < row.size() ? row[k] : std::string(), w[k]);
+      height = std::max(height, parts[k].size());
+    }
+    for (std::size_t i = 0; i < height; ++i) {
+      std::string line;
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::string cell = i < parts[k].size() ? parts[k][i] : std::string();
+        const std::string pad(w[k] - std::min(w[k], cell.size()), ' ');
+        if (k > 0) line += "  ";
+        line += columns[k].right ? pad + cell : cell + pad;
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      o << line << "\n";
+    }
+  };
+  std::vector<std::string> head;
+  for (const auto& c : columns) head.push_back(c.head);
+  emit(head);
+  for (const auto& row : rows) emit(row);
+  return o.str();
+}
+
 std::string format_table(const Result& res) {
   const Profile& P = res.options.profile;
   std::ostringstream o;
@@ -41,26 +105,16 @@ std::string format_table(const Result& res) {
     o << "the implementation supports: " << caps << " (the rest is left out, with the reason, below the checks)\n";
   }
   o << "exact rows are deterministic facts (no error budget); info rows are reported, not tested.\n\n";
-  const char* head[7] = {"check", "family", "measured", "threshold", "p-value", "detectable (power 1-beta)", "verdict"};
-  std::vector<std::array<std::string, 7>> cells;
+  // Caps chosen so that a row fits in about 160 columns; the longest cells of a ci run (a measured value of
+  // 95 characters, a detectable effect of 72) wrap onto a second or third line.
+  const std::vector<TextColumn> columns = {{"check", 24},     {"family", 14},   {"measured", 38}, {"threshold", 18},
+                                           {"p-value", 24},   {"detectable (power 1-beta)", 25}, {"verdict", 7}};
+  std::vector<std::vector<std::string>> cells;
   for (const auto& r : res.rows) {
     std::string verdict = r.kind == "info" || r.kind == "skipped" ? r.kind : (r.pass ? "pass" : "FAIL");
     cells.push_back({r.check, r.family, r.statistic, r.threshold, r.pvalue, r.power, verdict});
   }
-  std::size_t w[7];
-  for (int k = 0; k < 7; ++k) {
-    w[k] = std::string(head[k]).size();
-    for (const auto& c : cells) w[k] = std::max(w[k], c[static_cast<std::size_t>(k)].size());
-  }
-  auto line = [&](const std::array<std::string, 7>& c) {
-    for (int k = 0; k < 7; ++k) {
-      o << c[static_cast<std::size_t>(k)];
-      if (k < 6) o << std::string(w[k] - c[static_cast<std::size_t>(k)].size() + 2, ' ');
-    }
-    o << "\n";
-  };
-  line({head[0], head[1], head[2], head[3], head[4], head[5], head[6]});
-  for (const auto& c : cells) line(c);
+  o << format_columns(columns, cells);
   bool any = false;
   for (const auto& r : res.rows)
     if (!r.pass) {

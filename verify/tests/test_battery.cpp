@@ -3,6 +3,8 @@
 // verify_quick, verify_self_test_quick and calibrate_quick. Run: ctest -R tg_verify_tests
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <algorithm>
 #include <regex>
 #include <cmath>
@@ -11,6 +13,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -54,6 +57,60 @@ TEST(Battery, ReportsAndOptionErrors) {
   o.skip = {"nonsense"};
   EXPECT_THROW(run_battery(*s, o), Error);
   EXPECT_THROW(profile_named("slow"), Error);
+}
+
+// The words of `text` (split at spaces), for comparing a cell with its wrapped pieces.
+std::vector<std::string> words_of(const std::string& text) {
+  std::vector<std::string> w;
+  std::istringstream in(text);
+  for (std::string x; in >> x;) w.push_back(x);
+  return w;
+}
+
+TEST(Report, ColumnsWrapLongCellsAndKeepEveryCharacter) {
+  const std::string long_cell = "mean bias -9.48e-05 s; partial-sum peak -0.000101 s at p = 0.684 (65293/65536)";
+  const std::string no_space = "layerwise.saturate.unbiased-dispersion";
+  std::string out = format_columns({{"check", 12}, {"measured", 20}, {"time", 6, true}},
+                                   {{no_space, long_cell, "1.5 s"}, {"short", "x", "12.0 s"}});
+  std::vector<std::string> lines;
+  std::istringstream in(out);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_GE(lines.size(), 6u) << out;  // the header, the long row on 5 lines or more, the short row
+  EXPECT_EQ(lines[0], "check         measured                time");
+  std::string check, measured;
+  std::size_t i = 1;
+  for (; i + 1 < lines.size(); ++i) {
+    const std::string& l = lines[i];
+    EXPECT_LE(l.size(), 12u + 2 + 20 + 2 + 6) << l;
+    EXPECT_EQ(l.find_last_not_of(' '), l.size() - 1) << "trailing space: '" << l << "'";
+    check += l.substr(0, std::min<std::size_t>(12, l.size()));
+    if (l.size() > 14) measured += l.substr(14, 20) + " ";
+    if (i == 1) EXPECT_EQ(l.substr(l.size() - 6), " 1.5 s") << l;  // right-aligned, on the row's first line
+  }
+  // nothing lost: the pieces joined give the cell back (the breaks fall at spaces or after punctuation)
+  check.erase(std::remove(check.begin(), check.end(), ' '), check.end());
+  EXPECT_EQ(check, no_space);
+  EXPECT_EQ(words_of(measured), words_of(long_cell));
+  EXPECT_EQ(lines.back(), "short         x                     12.0 s");
+  // a narrow column that fits every cell takes the widest cell's width, not the cap
+  EXPECT_EQ(format_columns({{"a", 40}, {"b", 4}}, {{"xy", "z"}}), "a   b\nxy  z\n");
+}
+
+TEST(Report, TableLinesStayNarrowAndKeepEveryValue) {
+  Options o = small_options(64, 8, 4, {});
+  auto s = make_sampler("reference", {});
+  Result r = run_battery(*s, o);
+  const std::string t = format_table(r);
+  std::istringstream in(t);
+  std::size_t widest = 0;
+  for (std::string l; std::getline(in, l);)
+    if (l.rfind("error budget", 0) != 0 && l.rfind("  ", 0) != 0 && l.rfind("sizes:", 0) != 0)  // the prose lines
+      widest = std::max(widest, l.size());
+  EXPECT_LE(widest, 170u) << t;
+  // every word of every cell is in the table (wrapped cells keep their words)
+  for (const auto& row : r.rows)
+    for (const std::string* cell : {&row.statistic, &row.threshold, &row.pvalue, &row.power})
+      for (const auto& w : words_of(*cell)) EXPECT_NE(t.find(w), std::string::npos) << w << " of " << *cell;
 }
 
 TEST(Battery, MutantFailsTheChecksThatTargetIt) {

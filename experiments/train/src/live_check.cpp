@@ -14,6 +14,7 @@
 
 #include "tg/atomic_file.hpp"
 #include "tg/format.hpp"
+#include "tg/split.hpp"
 #include "tg/verify/battery.hpp"
 #include "tg/verify/sampler.hpp"
 
@@ -54,13 +55,7 @@ std::vector<std::size_t> choose_tensors(const std::string& spec, const GradientE
     return out;
   }
   if (spec.empty()) throw std::invalid_argument("--live-check-layers: empty list");
-  std::vector<std::string> items;  // every item, an empty one at either end included ("a," is two)
-  for (std::size_t start = 0;;) {
-    const std::size_t comma = spec.find(',', start);
-    items.push_back(spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+  const std::vector<std::string> items = tg::split_commas(spec);  // every item, empty ones included ("a," is two)
   for (std::size_t i = 0; i < items.size(); ++i) {
     const std::string& item = items[i];
     if (item.empty())

@@ -380,6 +380,18 @@ std::string format_stat_compare(const StatCompareResult& result);
 std::string format_stat_compare_json(const StatCompareResult& result);
 
 /// Report writers.
+/// Text columns of at most `width[k]` characters each (fitted to the widest cell when that is narrower), two
+/// spaces apart; a longer cell wraps onto the row's next lines, at a space where there is one, else after one of
+/// ",;/-.", else anywhere. `right[k]` right-aligns column k (empty: all left). One line per row when nothing
+/// wraps; no trailing spaces.
+struct TextColumn {
+  std::string head;
+  std::size_t width;
+  bool right = false;
+};
+std::string format_columns(const std::vector<TextColumn>& columns, const std::vector<std::vector<std::string>>& rows);
+/// The battery's table: the run's header lines, one row per check (columns wrapped as format_columns, so
+/// that no line is much wider than 160 characters), the failures with their details, the verdict.
 std::string format_table(const Result& result);
 std::string format_json(const std::vector<Result>& results);
 std::string format_junit(const std::vector<Result>& results);
