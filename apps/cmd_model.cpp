@@ -12,6 +12,7 @@
 #include "commands.hpp"
 #include "tg/model/perf.hpp"
 #include "tg/output_file.hpp"
+#include "tg/strf.hpp"
 
 namespace tg::app {
 namespace {
@@ -178,19 +179,15 @@ int run_model(ModelOptions o, const std::vector<const CLI::Option*>& preset_conf
   csv << tg::app::kModelCsvHeader << '\n';
   csv.precision(9);
   std::string text;
-  char line[512];
   for (const Config& c : configs) {
     Payload pf = float_payload(c.in.net), pt = terngrad_payload(c.in.net, c.in.float_below, c.in.base3);
     std::vector<Scheme> schemes = schemes_for(c.in.network.topology);
-    std::snprintf(line, sizeof line,
-                  "# %s: %llu parameters in %zu tensors (%s); per worker per step float32 %.3f MB, TernGrad %.3f MB (%.2fx less)\n",
+    text += tg::strf("# %s: %llu parameters in %zu tensors (%s); per worker per step float32 %.3f MB, TernGrad %.3f MB (%.2fx less)\n",
                   c.label.c_str(), static_cast<unsigned long long>(c.in.net.parameters()), c.in.net.tensors.size(),
                   c.in.net.input.c_str(), pf.bytes / 1e6, pt.bytes / 1e6, double(pf.bytes) / double(pt.bytes));
-    text += line;
     text += "#   network: " + describe(c.in.network) + "\n";
-    std::snprintf(line, sizeof line, "#   batch %d per worker; compute %.4g s/step (%s); codec rates: %s\n", c.in.batch,
-                  c.in.compute_s, c.compute_source.c_str(), c.in.rates.source.c_str());
-    text += line;
+    text += tg::strf("#   batch %d per worker; compute %.4g s/step (%s); codec rates: %s\n", c.in.batch, c.in.compute_s,
+                     c.compute_source.c_str(), c.in.rates.source.c_str());
     std::string head = "workers";
     for (Scheme s : schemes) head += "  " + std::string(to_string(s)) + " img/s";
     Scheme tern = schemes.back();
@@ -201,16 +198,14 @@ int run_model(ModelOptions o, const std::vector<const CLI::Option*>& preset_conf
     for (int w : o.workers) {
       std::vector<Prediction> ps;
       for (Scheme s : schemes) ps.push_back(predict(c.in, s, w));
-      std::snprintf(line, sizeof line, "%7d", w);
-      text += line;
+      text += tg::strf("%7d", w);
       for (const auto& p : ps) {
         text += "  " + rate_text(p.images_per_s, static_cast<int>(std::string(to_string(p.scheme)).size() + 6));
       }
       for (std::size_t k = 0; k + 1 < ps.size(); ++k) {
         const double speedup = ps.back().images_per_s / ps[k].images_per_s;
-        std::snprintf(line, sizeof line, speedup >= 0.01 ? "  %*.2fx" : "  %*.2gx",
-                      static_cast<int>(std::string(to_string(ps[k].scheme)).size() + 11), speedup);
-        text += line;
+        const int width = static_cast<int>(std::string(to_string(ps[k].scheme)).size() + 11);
+        text += speedup >= 0.01 ? tg::strf("  %*.2fx", width, speedup) : tg::strf("  %*.2gx", width, speedup);
       }
       text += "\n";
       for (const auto& p : ps) {

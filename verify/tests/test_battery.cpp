@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tg/split.hpp"
+#include "tg/strf.hpp"
 #include "tg/verify/battery.hpp"
 #include "tg/verify/families.hpp"
 #include "tg/verify/keys.hpp"
@@ -94,6 +96,22 @@ TEST(Report, ColumnsWrapLongCellsAndKeepEveryCharacter) {
   EXPECT_EQ(lines.back(), "short         x                     12.0 s");
   // a narrow column that fits every cell takes the widest cell's width, not the cap
   EXPECT_EQ(format_columns({{"a", 40}, {"b", 4}}, {{"xy", "z"}}), "a   b\nxy  z\n");
+}
+
+// The shared text helpers of common/ (used by the battery's messages, the model's table, the live check and the
+// command-line lists).
+TEST(Report, FormattedTextHasNoLengthLimit) {
+  const std::string name(5000, 'x');
+  const std::string s = tg::strf("tensor %s, alpha %.3g", name.c_str(), 0.25);
+  EXPECT_EQ(s, "tensor " + name + ", alpha 0.25");  // a 1,024-byte buffer once cut such a text short
+  EXPECT_EQ(tg::strf("%s", ""), "");
+  // the battery's own formatter, through a row detail longer than any fixed buffer it had
+  const std::string detail = strf("%s; false-fail probability <= %.2g", name.c_str(), 2.5e-9);
+  EXPECT_EQ(detail.size(), name.size() + 35) << detail.substr(std::min<std::size_t>(5000, detail.size()));
+  EXPECT_EQ(tg::split_commas("a,,b"), (std::vector<std::string>{"a", "", "b"}));
+  EXPECT_EQ(tg::split_commas("a,"), (std::vector<std::string>{"a", ""}));
+  EXPECT_EQ(tg::split_commas(""), (std::vector<std::string>{""}));
+  EXPECT_EQ(tg::split_commas("conv1.weight"), (std::vector<std::string>{"conv1.weight"}));
 }
 
 TEST(Report, TableLinesStayNarrowAndKeepEveryValue) {

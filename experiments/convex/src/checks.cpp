@@ -1,6 +1,7 @@
 // terngrad-bench: statistical checks of the convex experiments (prediction t-tests, Clopper-Pearson
 // convergence fraction, layer-wise vs global, clipping fixed point). See include/tg/convex/checks.hpp.
 #include "tg/convex/checks.hpp"
+#include "tg/strf.hpp"
 #include "tg/verify/stats.hpp"
 
 #include <boost/math/distributions/binomial.hpp>
@@ -15,11 +16,7 @@
 namespace tg::convex {
 
 namespace {
-std::string fmt(const char* f, auto... args) {
-  char buf[512];
-  std::snprintf(buf, sizeof buf, f, args...);
-  return buf;
-}
+std::string fmt(const char* f, auto... args) { return tg::strf(f, args...); }
 double mean_of(const std::vector<double>& x) { return std::accumulate(x.begin(), x.end(), 0.0) / x.size(); }
 }  // namespace
 

@@ -15,6 +15,7 @@
 #include "tg/atomic_file.hpp"
 #include "tg/format.hpp"
 #include "tg/split.hpp"
+#include "tg/strf.hpp"
 #include "tg/verify/battery.hpp"
 #include "tg/verify/sampler.hpp"
 
@@ -128,13 +129,10 @@ LiveChecker::LiveChecker(const LiveCheckConfig& config, const GradientExchange& 
 std::string LiveChecker::plan() const {
   std::string names;
   for (std::size_t t : chosen_) names += (names.empty() ? "" : ", ") + layers_[t].name;
-  char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "live check: every %ld steps, %u draws of %s (worker 0); alpha_total %g over %ld planned checks x %zu "
-                "tensor(s): alpha %.3g each (Bonferroni); on failure: %s",
-                config_.every, config_.draws, names.c_str(), config_.alpha_total, planned_, chosen_.size(),
-                alpha_each_, config_.fail.c_str());
-  return buf;
+  return tg::strf("live check: every %ld steps, %u draws of %s (worker 0); alpha_total %g over %ld planned checks x %zu "
+                  "tensor(s): alpha %.3g each (Bonferroni); on failure: %s",
+                  config_.every, config_.draws, names.c_str(), config_.alpha_total, planned_, chosen_.size(), alpha_each_,
+                  config_.fail.c_str());
 }
 
 bool LiveChecker::after_exchange(long step, const std::vector<std::span<const float>>& grads, const StepStats& stats) {

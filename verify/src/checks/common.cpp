@@ -11,17 +11,17 @@
 
 #include <unistd.h>
 
+#include "tg/strf.hpp"
 #include "tg/verify/stats.hpp"
 
 namespace tg::verify {
 
-std::string strf(const char* f, ...) {
-  char buf[1024];
+std::string strf(const char* f, ...) {  // any length (a fixed buffer cut the collision detail at 1,023 characters)
   va_list ap;
   va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
+  std::string out = tg::vstrf(f, ap);
   va_end(ap);
-  return buf;
+  return out;
 }
 
 std::uint64_t ulp_distance(float a, float b) {
