@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "commands.hpp"
+#include "tg/wrap.hpp"
 #include "tg_version.hpp"
 
 namespace {
@@ -124,6 +125,43 @@ std::string extras_message(const CLI::App& app) {
   return msg + "; see " + where + " --help\n";
 }
 
+// --help within about kHelpWidth columns: CLI11 prints each description on one line (300 characters for some
+// options); here descriptions wrap at spaces, their continuation lines indented under the description column.
+// Words are never split, so a search of the help for a phrase works on the text with its whitespace collapsed.
+constexpr std::size_t kHelpWidth = 100;
+class WrappingFormatter : public CLI::Formatter {
+ public:
+  std::string make_description(const CLI::App* app) const override {
+    return tg::wrap_text(CLI::Formatter::make_description(app), kHelpWidth);
+  }
+  std::string make_option_desc(const CLI::Option* opt) const override {
+    return tg::wrap_text(CLI::Formatter::make_option_desc(opt), description_width());
+  }
+  // An option whose name column overflows the width: its "Excludes: ..." and "Needs: ..." lists go on lines of their
+  // own, indented by 4 (the name, type, range and default stay on the first line, as the sweep in
+  // fuzz/cli_errors.cmake reads them).
+  std::string make_option(const CLI::Option* opt, bool is_positional) const override {
+    const std::string left = make_option_name(opt, is_positional) + make_option_opts(opt);
+    std::size_t at = std::string::npos;
+    for (const char* key : {" Excludes: ", " Needs: "}) at = std::min(at, left.find(key));
+    if (left.size() + 2 <= kHelpWidth || at == std::string::npos) return CLI::Formatter::make_option(opt, is_positional);
+    std::string name = left.substr(0, at);
+    for (const std::string& line : tg::wrap_line(left.substr(at + 1), kHelpWidth - 4, false)) name += "\n    " + line;
+    std::stringstream out;
+    CLI::detail::format_help(out, name, make_option_desc(opt), get_column_width());
+    return out.str();
+  }
+  std::string make_subcommand(const CLI::App* sub) const override {
+    std::stringstream out;
+    CLI::detail::format_help(out, sub->get_display_name(true), tg::wrap_text(sub->get_description(), description_width()),
+                             get_column_width());
+    return out.str();
+  }
+
+ private:
+  std::size_t description_width() const { return kHelpWidth > get_column_width() + 40 ? kHelpWidth - get_column_width() : 40; }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -133,6 +171,7 @@ int main(int argc, char** argv) {
   ::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"terngrad: test bench for the TernGrad stochastic ternary gradient codec\n"
                "Start with `terngrad verify` (the verification battery on the optimized codec; --impl for yours)."};
+  app.formatter(std::make_shared<WrappingFormatter>());  // before the subcommands, which take it from app
   app.require_subcommand(0, 1);  // an unknown word is then named: "argument was not expected: X"
   app.failure_message([](const CLI::App* a, const CLI::Error& e) {  // one line per error, naming the subcommand
     const std::string where = where_of(*a);

@@ -13,39 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "tg/verify/battery.hpp"
+#include "tg/wrap.hpp"
 #include "tg_version.hpp"
 
 namespace tg::verify {
 
 std::string strf(const char* f, ...) __attribute__((format(printf, 1, 2)));
-
-namespace {
-
-// The lines of `text` of at most `width` characters: broken at the last space that fits (the space dropped),
-// else after the last of ",;/-." that fits, else at `width`.
-std::vector<std::string> wrap(const std::string& text, std::size_t width) {
-  std::vector<std::string> lines;
-  std::string rest = text;
-  width = std::max<std::size_t>(width, 1);
-  while (rest.size() > width) {
-    std::size_t cut = rest.rfind(' ', width);
-    std::size_t next = cut + 1;
-    if (cut == std::string::npos || cut == 0) {
-      cut = rest.find_last_of(",;/-.", width - 1);
-      if (cut == std::string::npos || cut == 0) cut = width - 1;
-      next = ++cut;
-    }
-    std::string line = rest.substr(0, cut);
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    lines.push_back(line);
-    rest = rest.substr(std::min(next, rest.size()));
-    rest.erase(0, std::min(rest.find_first_not_of(' '), rest.size()));
-  }
-  if (!rest.empty() || lines.empty()) lines.push_back(rest);
-  return lines;
-}
-
-}  // namespace
 
 std::string format_columns(const std::vector<TextColumn>& columns, const std::vector<std::vector<std::string>>& rows) {
   const std::size_t n = columns.size();
@@ -61,7 +34,7 @@ std::string format_columns(const std::vector<TextColumn>& columns, const std::ve
     std::vector<std::vector<std::string>> parts(n);
     std::size_t height = 1;
     for (std::size_t k = 0; k < n; ++k) {
-      parts[k] = wrap(k < row.size() ? row[k] : std::string(), w[k]);
+      parts[k] = tg::wrap_line(k < row.size() ? row[k] : std::string(), w[k]);
       height = std::max(height, parts[k].size());
     }
     for (std::size_t i = 0; i < height; ++i) {
