@@ -15,6 +15,7 @@
 
 #include "commands.hpp"
 #include "tg/atomic_file.hpp"
+#include "tg/strf.hpp"
 #include "tg/verify/battery.hpp"
 #include "tg/verify/npy.hpp"
 
@@ -167,10 +168,8 @@ int run_self_test(const VerifyOptions& o) {
     std::string fails;
     for (const auto& c : r.failed_checks()) fails += (fails.empty() ? "" : ", ") + c;
     // every failed check is listed: the column wraps (a fixed buffer here once cut the list off at 511 characters)
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%.1f s", r.seconds);
     lines.push_back({e.impl, e.correct ? "pass" : "reject", r.pass() ? "passed" : "rejected", as_expected ? "ok" : "WRONG",
-                     seconds, fails.empty() ? "-" : fails});
+                     tg::strf("%.1f s", r.seconds), fails.empty() ? "-" : fails});
     results.push_back(std::move(r));
   }
   Profile P = base.profile;

@@ -12,13 +12,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tg/strf.hpp"
 #include "tg/verify/battery.hpp"
 #include "tg/wrap.hpp"
 #include "tg_version.hpp"
 
 namespace tg::verify {
-
-std::string strf(const char* f, ...) __attribute__((format(printf, 1, 2)));
 
 std::string format_columns(const std::vector<TextColumn>& columns, const std::vector<std::vector<std::string>>& rows) {
   const std::size_t n = columns.size();

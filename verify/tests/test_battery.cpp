@@ -28,7 +28,6 @@
 #include "tg/verify/stats.hpp"
 
 namespace tg::verify {
-std::string strf(const char* f, ...) __attribute__((format(printf, 1, 2)));  // verify/src/checks/common.cpp
 namespace {
 
 
@@ -105,7 +104,8 @@ TEST(Report, FormattedTextHasNoLengthLimit) {
   const std::string s = tg::strf("tensor %s, alpha %.3g", name.c_str(), 0.25);
   EXPECT_EQ(s, "tensor " + name + ", alpha 0.25");  // a 1,024-byte buffer once cut such a text short
   EXPECT_EQ(tg::strf("%s", ""), "");
-  // the battery's own formatter, through a row detail longer than any fixed buffer it had
+  // a row detail longer than the 1,024-byte buffer the battery once formatted its details in (unqualified, as the
+  // checks call it)
   const std::string detail = strf("%s; false-fail probability <= %.2g", name.c_str(), 2.5e-9);
   EXPECT_EQ(detail.size(), name.size() + 35) << detail.substr(std::min<std::size_t>(5000, detail.size()));
   EXPECT_EQ(tg::split_commas("a,,b"), (std::vector<std::string>{"a", "", "b"}));

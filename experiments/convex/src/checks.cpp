@@ -16,7 +16,6 @@
 namespace tg::convex {
 
 namespace {
-std::string fmt(const char* f, auto... args) { return tg::strf(f, args...); }
 double mean_of(const std::vector<double>& x) { return std::accumulate(x.begin(), x.end(), 0.0) / x.size(); }
 }  // namespace
 
@@ -92,21 +91,21 @@ PredictionResult check_prediction(const PredictionSpec& spec, bool keep_traces) 
   o.name = spec.name;
   o.alpha = spec.alpha;
   o.passed = finite && !res.test.reject;
-  o.lines.push_back(fmt("%s: %s on %s (d=%d, n=%d, kappa=%g), N=%d workers x batch %d, %s, %d steps, %d seeds",
+  o.lines.push_back(strf("%s: %s on %s (d=%d, n=%d, kappa=%g), N=%d workers x batch %d, %s, %d steps, %d seeds",
                         spec.name.c_str(), spec.method.name.c_str(), to_string(spec.problem.kind), spec.problem.dim,
                         spec.problem.samples, spec.problem.kappa, run.workers, run.batch,
                         run.schedule.describe().c_str(), run.steps, spec.seeds));
-  o.lines.push_back(fmt("  objective: mean over t in [%d, %d] of weighted ||w_t - w*||^2", spec.window_from, run.steps));
-  o.lines.push_back(fmt("  measured %.6g, predicted %.6g (float-SGD part %.6g, codec part %.6g), ratio %.4f",
+  o.lines.push_back(strf("  objective: mean over t in [%d, %d] of weighted ||w_t - w*||^2", spec.window_from, run.steps));
+  o.lines.push_back(strf("  measured %.6g, predicted %.6g (float-SGD part %.6g, codec part %.6g), ratio %.4f",
                         mm, mp, res.f0, mp - res.f0, mm / mp));
-  o.lines.push_back(fmt("  paired t-test over seeds: t = %.3f, |t| must stay <= %.3f (two-sided alpha = %.1e, "
+  o.lines.push_back(strf("  paired t-test over seeds: t = %.3f, |t| must stay <= %.3f (two-sided alpha = %.1e, "
                         "normal approximation of seed averages)", res.test.t, res.test.t_crit, spec.alpha));
   if (mp - res.f0 > 1e-9 * mp)
-    o.lines.push_back(fmt("  power: detects with probability >= %.4g a relative error of %.3g of the codec variance "
+    o.lines.push_back(strf("  power: detects with probability >= %.4g a relative error of %.3g of the codec variance "
                           "(%.3g of the whole objective)", 1.0 - spec.beta, res.min_detectable_codec,
                           res.min_detectable_total));
   else
-    o.lines.push_back(fmt("  power: detects with probability >= %.4g a relative error of %.3g of the objective",
+    o.lines.push_back(strf("  power: detects with probability >= %.4g a relative error of %.3g of the objective",
                           1.0 - spec.beta, res.min_detectable_total));
   o.lines.push_back(std::string("  -> ") + (o.passed ? "PASS" : "FAIL"));
   o.json = {{"name", spec.name}, {"method", spec.method.name}, {"passed", o.passed}, {"alpha", spec.alpha},
@@ -144,12 +143,12 @@ CheckOutcome check_converged_fraction(const PredictionSpec& spec, const std::vec
   o.alpha = spec.alpha;
   o.passed = k >= need;
   const double false_pass = binomial_upper_tail(n, p_alt, need);
-  o.lines.push_back(fmt("%s: ||w_T - w*||^2 <= tol = %.3g x E||w_T - w*||^2 = %.4g (T = %d, predicted E = %.4g)",
+  o.lines.push_back(strf("%s: ||w_T - w*||^2 <= tol = %.3g x E||w_T - w*||^2 = %.4g (T = %d, predicted E = %.4g)",
                         o.name.c_str(), tol_factor, tol, run.steps, expected));
-  o.lines.push_back(fmt("  Markov: a codec obeying the identity converges in a fraction >= p0 = %.3f of seeds", p0));
-  o.lines.push_back(fmt("  %d of %d seeds converged (Clopper-Pearson interval at 1 - %.0e: [%.3f, %.3f]); pass needs >= %d "
+  o.lines.push_back(strf("  Markov: a codec obeying the identity converges in a fraction >= p0 = %.3f of seeds", p0));
+  o.lines.push_back(strf("  %d of %d seeds converged (Clopper-Pearson interval at 1 - %.0e: [%.3f, %.3f]); pass needs >= %d "
                         "(false-fail <= %.1e)", k, n, spec.alpha, lo, hi, need, spec.alpha));
-  o.lines.push_back(fmt("  power: a method converging in only a fraction %.2f of seeds passes with probability %.2e",
+  o.lines.push_back(strf("  power: a method converging in only a fraction %.2f of seeds passes with probability %.2e",
                         p_alt, false_pass));
   o.lines.push_back(std::string("  -> ") + (o.passed ? "PASS" : "FAIL"));
   o.json = {{"name", o.name}, {"passed", o.passed}, {"alpha", spec.alpha}, {"converged", k}, {"seeds", n},
@@ -170,12 +169,12 @@ CheckOutcome check_layerwise(const PredictionResult& layer, const PredictionResu
   o.alpha = layer.outcome.alpha + global.outcome.alpha;
   o.passed = hi_layer < lo_global;
   double pred_l = mean_of(layer.predicted), pred_g = mean_of(global.predicted);
-  o.lines.push_back(fmt("%s: normalized noise ball of the small-scale block, layer-wise %.4g vs global %.4g "
+  o.lines.push_back(strf("%s: normalized noise ball of the small-scale block, layer-wise %.4g vs global %.4g "
                         "(ratio %.3g; predicted %.4g vs %.4g, ratio %.3g)", o.name.c_str(), ta.mean, tg_.mean,
                         tg_.mean / ta.mean, pred_l, pred_g, pred_g / pred_l));
-  o.lines.push_back(fmt("  pass iff the upper %.1e-interval end of layer-wise (%.4g) < the lower end of global (%.4g)",
+  o.lines.push_back(strf("  pass iff the upper %.1e-interval end of layer-wise (%.4g) < the lower end of global (%.4g)",
                         layer.outcome.alpha, hi_layer, lo_global));
-  o.lines.push_back(fmt("  false-fail <= %.1e whenever the true gap exceeds both interval half-widths (%.3g + %.3g; "
+  o.lines.push_back(strf("  false-fail <= %.1e whenever the true gap exceeds both interval half-widths (%.3g + %.3g; "
                         "predicted gap %.3g); a method with no gain passes with probability <= %.1e",
                         o.alpha, ta.t_crit * ta.se, tg_.t_crit * tg_.se, pred_g - pred_l, o.alpha));
   o.lines.push_back(std::string("  -> ") + (o.passed ? "PASS" : "FAIL"));
@@ -292,20 +291,20 @@ ClipResult check_clip_fixed_point(const ClipSpec& spec) {
   o.name = "clip-fixed-point";
   o.alpha = spec.alpha;
   o.passed = powered && !res.test_one.reject && std::isfinite(m);
-  o.lines.push_back(fmt("%s: %s (c = %g) on least squares with spikes (d=%d, n=%d, spike %g), N=%d x batch %d, %s, "
+  o.lines.push_back(strf("%s: %s (c = %g) on least squares with spikes (d=%d, n=%d, spike %g), N=%d x batch %d, %s, "
                         "%d steps, Polyak average from step %d, %d seeds", o.name.c_str(), spec.method.name.c_str(),
                         spec.method.params.c, spec.problem.dim, spec.problem.samples, spec.problem.spike, N, b,
                         spec.run.schedule.describe().c_str(), spec.run.steps, spec.run.average_from, spec.seeds));
-  o.lines.push_back(fmt("  predicted fixed point w_c (E[clamp(g)](w_c) = 0, %s %d %s, %d Newton steps, last step "
+  o.lines.push_back(strf("  predicted fixed point w_c (E[clamp(g)](w_c) = 0, %s %d %s, %d Newton steps, last step "
                         "%.2g): ||w_c - w*|| = %.4g (||w*|| = %.4g)", exact ? "exact sum over" : "Monte-Carlo over",
                         draws, exact ? "data points" : "minibatch sets", it + 1, last_step, res.shift,
                         problem.w_star().norm()));
-  o.lines.push_back(fmt("  q = <w_avg - w*, w_c - w*> / ||w_c - w*||^2: mean %.4f +- %.4f (1 s.e. over seeds; "
+  o.lines.push_back(strf("  q = <w_avg - w*, w_c - w*> / ||w_c - w*||^2: mean %.4f +- %.4f (1 s.e. over seeds; "
                         "Monte-Carlo s.e. of w_c along the shift %.4f)", m, se, res.q_pred_se));
-  o.lines.push_back(fmt("  t-test of E q = 1 (moved by the clamp bias): t = %.3f, |t| must stay <= %.3f (two-sided "
+  o.lines.push_back(strf("  t-test of E q = 1 (moved by the clamp bias): t = %.3f, |t| must stay <= %.3f (two-sided "
                         "alpha = %.1e; normal approximation of seed averages; constant-step bias O(gamma) not modelled)",
                         res.test_one.t, res.test_one.t_crit, spec.alpha));
-  o.lines.push_back(fmt("  power: an estimator unbiased for g (E q = 0) passes with probability %.2e (1/s.e. = %.1f, "
+  o.lines.push_back(strf("  power: an estimator unbiased for g (E q = 0) passes with probability %.2e (1/s.e. = %.1f, "
                         "needs >= %.2f for beta = %.1e)", pass_if_unbiased_for_g, 1.0 / se,
                         res.test_one.t_crit + t_beta, spec.beta));
   o.lines.push_back(std::string("  -> ") + (o.passed ? "PASS" : "FAIL"));

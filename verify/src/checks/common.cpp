@@ -11,18 +11,9 @@
 
 #include <unistd.h>
 
-#include "tg/strf.hpp"
 #include "tg/verify/stats.hpp"
 
 namespace tg::verify {
-
-std::string strf(const char* f, ...) {  // any length (a fixed buffer cut the collision detail at 1,023 characters)
-  va_list ap;
-  va_start(ap, f);
-  std::string out = tg::vstrf(f, ap);
-  va_end(ap);
-  return out;
-}
 
 std::uint64_t ulp_distance(float a, float b) {
   // Ordinal of a float: the bit pattern for x >= 0 (ordered like the values), its negation below 0, so

@@ -12,12 +12,13 @@
 #include <utility>
 #include <vector>
 
+#include "tg/strf.hpp"
 #include "tg/verify/battery.hpp"
 #include "tg/verify/families.hpp"
 
 namespace tg::verify {
 
-std::string strf(const char* f, ...) __attribute__((format(printf, 1, 2)));
+// The checks format their texts with tg::strf (common/include/tg/strf.hpp; found from here unqualified).
 
 namespace checks {
 

@@ -380,10 +380,9 @@ std::string format_stat_compare(const StatCompareResult& result);
 std::string format_stat_compare_json(const StatCompareResult& result);
 
 /// Report writers.
-/// Text columns of at most `width[k]` characters each (fitted to the widest cell when that is narrower), two
-/// spaces apart; a longer cell wraps onto the row's next lines, at a space where there is one, else after one of
-/// ",;/-.", else anywhere. `right[k]` right-aligns column k (empty: all left). One line per row when nothing
-/// wraps; no trailing spaces.
+/// Text columns, two spaces apart, each at most its `width` characters wide (narrower when its widest cell is); a
+/// longer cell wraps onto the row's next lines (tg::wrap_line: at a space where there is one, else after one of
+/// ",;/-.", else anywhere). `right` right-aligns a column. One line per row when nothing wraps; no trailing spaces.
 struct TextColumn {
   std::string head;
   std::size_t width;
