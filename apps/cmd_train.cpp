@@ -55,7 +55,7 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   sub->add_option("--float-below", c.float_below, "Tensors with fewer elements stay float32 (0: none)");
   sub->add_option("--quantize-last", c.quantize_last, "Whether the last layer's tensors are ternarized");
   sub->add_option("--optimizer", c.optimizer, "Optimizer")->check(CLI::IsMember({"sgd", "momentum", "adam"}));
-  sub->add_option("--lr", c.lr, "Base learning rate")->check(tg::app::positive_finite());
+  sub->add_option("--lr", c.lr, "Base learning rate (LibTorch holds it as a float)")->check(tg::app::in_range(1e-10, 1e4));
   sub->add_option("--momentum", c.momentum, "Momentum (optimizer momentum)")->check(tg::app::in_range(0.0, 0.9999));
   sub->add_option("--weight-decay", c.weight_decay, "L2 weight decay")->check(tg::app::in_range(0.0, 1.0));
   sub->add_option("--weight-decay-in", c.weight_decay_in,
@@ -64,13 +64,13 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
       ->check(CLI::IsMember({"loss", "update"}));
   sub->add_option("--lr-policy", c.lr_policy, "fixed | inv: lr (1+gamma t)^-power | step: lr gamma^floor(t/step_size)")
       ->check(CLI::IsMember({"fixed", "inv", "step"}));
-  sub->add_option("--gamma", c.gamma, "Learning-rate policy gamma")->check(tg::app::non_negative_finite());
-  sub->add_option("--power", c.power, "Learning-rate policy power (inv)")->check(tg::app::non_negative_finite());
+  sub->add_option("--gamma", c.gamma, "Learning-rate policy gamma")->check(tg::app::in_range(0.0, 1e6));
+  sub->add_option("--power", c.power, "Learning-rate policy power (inv)")->check(tg::app::in_range(0.0, 1e3));
   sub->add_option("--step-size", c.step_size, "Learning-rate policy step size (step)")->check(tg::app::in_range(1, 1 << 30));
   sub->add_option("--batch", c.batch, "Total batch over all workers (refused when one worker's share is over 1 GiB of float32 input, or --data synthetic's 2 x batch images over 1 GiB of pixels)")->check(tg::app::in_range(1, 1 << 20));
   sub->add_option("--workers", c.workers, "Simulated workers (in one process)")->check(tg::app::in_range(1, 1024));
   sub->add_option("--steps", c.steps, "Training steps")->check(tg::app::in_range(1L, 1L << 31));
-  sub->add_option("--epochs", c.epochs, "Epochs (overrides --steps when > 0)")->check(tg::app::non_negative_finite());
+  sub->add_option("--epochs", c.epochs, "Epochs (overrides --steps when > 0)")->check(tg::app::in_range(0.0, 1e6));
   sub->add_option("--seed", c.seed, "Seed of initialization, data order and the codec's stream");
   sub->add_option("--threads", c.threads, "LibTorch threads per process (1 keeps runs bit-reproducible)")->check(tg::app::in_range(1, 256));
   sub->add_option("--sim-threads", c.sim_threads,
@@ -107,7 +107,7 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
       ->check(tg::app::in_range(2u, 1u << 20));
   sub->add_option("--live-check-alpha", c.live_check.alpha_total,
                   "False-fail budget of the whole run, split over the planned checks and tensors")
-      ->check(tg::app::positive_finite());  // and below 1: checked with the model (LiveChecker)
+      ->check(tg::app::in_range(1e-300, 0.5));  // as verify --alpha
   sub->add_option("--live-check-fail", c.live_check.fail, "On a failed check: continue, or stop (exit 1)")
       ->check(CLI::IsMember({"continue", "stop"}));
   sub->add_option("--live-check-layers", c.live_check.layers,

@@ -98,20 +98,6 @@ CLI::Validator in_range(T lo, T hi) {
       std::string(CLI::detail::type_name<T>()) + " in " + range);
 }
 
-// CLI11 checks for a finite number > 0, or >= 0, whose message names the value (CLI::PositiveNumber and
-// CLI::NonNegativeNumber print the whole of DBL_MAX as the range's end).
-inline CLI::Validator finite_number_check(bool zero_allowed) {
-  return CLI::Validator(
-      [zero_allowed](std::string& text) {
-        double v = 0;
-        if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v) || v < 0 || (v == 0 && !zero_allowed))
-          return std::string("must be a finite number ") + (zero_allowed ? ">= 0" : "> 0") + ", got " + text;
-        return std::string();
-      },
-      zero_allowed ? "NONNEGATIVE" : "POSITIVE");
-}
-inline CLI::Validator positive_finite() { return finite_number_check(false); }
-inline CLI::Validator non_negative_finite() { return finite_number_check(true); }
 
 // ---- output paths ----------------------------------------------------------------------------
 // Every subcommand checks each output it will write (--json, --junit, --output, --csv, --checkpoint,
@@ -205,13 +191,26 @@ inline void check_output_file(const std::string& option, const std::string& file
 // would fill the screen).
 std::string elide_middle(const std::string& s, std::size_t room);
 
+// The file a path will name once the run has made its missing folders: absolute, the part that exists with its
+// links resolved, and ".", ".." lexically resolved in the rest (a folder the run makes is a real folder, so
+// "new/../x" is "x"); then once more, for links in what the ".." led back to ("new/../link.npy"). Made absolute
+// first: weakly_canonical leaves a relative path relative when its first part does not exist, so
+// "new/../x/g.npy" and "./a" would not compare equal to "x/g.npy" and "a".
+inline std::filesystem::path resolved_path(const std::string& p, std::error_code& ec) {
+  const std::filesystem::path abs = std::filesystem::absolute(p, ec);
+  if (ec) return {};
+  const std::filesystem::path once = std::filesystem::weakly_canonical(abs, ec).lexically_normal();
+  if (ec) return {};
+  return std::filesystem::weakly_canonical(once, ec).lexically_normal();
+}
+
 // Whether paths a and b name one file: by device and inode where both exist (a hard link, a path through a
-// symbolic link), else by the path with ".", "..", links and the current folder resolved.
+// symbolic link), else by resolved_path.
 inline bool same_file(const std::string& a, const std::string& b) {
   struct stat sa {}, sb {};
   if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
   std::error_code ea, eb;
-  const std::filesystem::path pa = std::filesystem::weakly_canonical(a, ea), pb = std::filesystem::weakly_canonical(b, eb);
+  const std::filesystem::path pa = resolved_path(a, ea), pb = resolved_path(b, eb);
   return a == b || (!ea && !eb && pa == pb);
 }
 

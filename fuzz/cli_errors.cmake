@@ -310,7 +310,18 @@ foreach(sub IN LISTS subcommands)
                        "${scratch}/in-g.npy" "${scratch}/in-v.npy" --json "${scratch}/in-g.npy")
     expect_usage_error("--junit ${scratch}/./in-v.npy is the input file given to --samples" verify --samples
                        "${scratch}/in-g.npy" "${scratch}/in-v.npy" --junit "${scratch}/./in-v.npy")
-    file(REMOVE "${scratch}/in-g.npy" "${scratch}/in-v.npy")
+    # the same through a folder that does not exist yet (made before the write, so "new/../x" is "x"), relative paths
+    # whose first part does not exist, and a link reached through ".." (weakly_canonical alone left these unequal)
+    expect_usage_error("--json nd12/../in-g.npy is the input file given to --samples" verify --samples
+                       "${scratch}/in-g.npy" "${scratch}/in-v.npy" --json "nd12/../in-g.npy" ABSENT "${scratch}/nd12")
+    file(CREATE_LINK "${scratch}/in-g.npy" "${scratch}/in-link.npy" SYMBOLIC)
+    expect_usage_error("--json nd13/../in-link.npy is the input file given to --samples" verify --samples
+                       "${scratch}/in-g.npy" "${scratch}/in-v.npy" --json "nd13/../in-link.npy" ABSENT "${scratch}/nd13")
+    file(REMOVE "${scratch}/in-g.npy" "${scratch}/in-v.npy" "${scratch}/in-link.npy")
+    expect_usage_error("--json and --junit name the same file, ./rel.out" verify --json "./rel.out" --junit "rel.out"
+                       --profile quick --no-progress ABSENT "${scratch}/rel.out")
+    expect_usage_error("--json and --junit name the same file, nd14/../rel.out" verify --json "nd14/../rel.out" --junit
+                       "rel.out" --profile quick --no-progress ABSENT "${scratch}/rel.out" "${scratch}/nd14")
     expect_non_report_kept("external codec exited with status 1" verify --profile quick --no-progress --impl exec:false
                            --json "${scratch}/notes.json" KEPT "${scratch}/notes.json")
     # a run that ends in an error leaves no report of an earlier run at its paths (the program fails mid-run;
@@ -369,6 +380,10 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("--gamma: must be a number in [1e-12, 1e+06]" converge --schedule const --gamma 1e300)
     expect_usage_error("is the file summary.json that --out" converge --out "${scratch}/cv" --json "${scratch}/cv/summary.json"
                        ABSENT "${scratch}/cv")
+    expect_usage_error("--json ./cvz/curves.csv is the file curves.csv that --out cvz" converge --out cvz --json
+                       "./cvz/curves.csv" ABSENT "${scratch}/cvz")
+    expect_usage_error("--json nd15/../cvz/curves.csv is the file curves.csv that --out cvz" converge --out cvz --json
+                       "nd15/../cvz/curves.csv" ABSENT "${scratch}/cvz" "${scratch}/nd15")
     # --json is checked with --out, before the runs (was: curves.csv and summary.json written, then the error)
     expect_usage_error("--json ${scratch} is a folder" converge --steps 2 --seeds 1 --no-progress --out "${scratch}/cdir"
                        --json "${scratch}" ABSENT "${scratch}/cdir")
@@ -420,12 +435,18 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("/nonexistent/checkpoint" train --resume /nonexistent/checkpoint)
     expect_usage_error("/nonexistent/data" train --data-dir /nonexistent/data)
     expect_usage_error("--lr" train --lr -1)
-    expect_usage_error("--epochs 1e+300 is 2e+300 steps" train --data synthetic --epochs 1e300)  # was "steps must be at least 1"
+    expect_usage_error("--epochs: must be a number in [0, 1e+06], got 1e300" train --data synthetic --epochs 1e300)
     expect_usage_error("unknown option --modle (did you mean --model?)" train --modle lenet)
     expect_usage_error("--model: bogus not in" train --net bogus)  # --net is --model's other name
     expect_usage_error("--epochs" train --epochs nan)
-    # options that take any number >= 0: a negative or infinite value is named, with no DBL_MAX bound
-    expect_usage_error("--epochs: must be a finite number >= 0, got -1" train --epochs -1)
+    # number options have finite ranges, named with the value (no DBL_MAX bound; a learning rate LibTorch holds
+    # as a float is refused here, not by LibTorch's "cannot be converted to type float without overflow")
+    expect_usage_error("--epochs: must be a number in [0, 1e+06], got -1" train --epochs -1)
+    expect_usage_error("--json ./trz/steps.csv is the file steps.csv that --out trz" train --data synthetic --steps 1
+                       --out trz --json "./trz/steps.csv" ABSENT "${scratch}/trz")
+    expect_usage_error("--lr: must be a number in [1e-10, 10000], got 1e39" train --lr 1e39)
+    expect_usage_error("--lr: must be a number in [1e-10, 10000], got 1e-320" train --lr 1e-320)
+    expect_usage_error("--live-check-alpha: must be a number in [1e-300, 0.5], got 1e-320" train --live-check 1 --live-check-alpha 1e-320)
     expect_usage_error("--epochs" train --epochs inf)
     expect_usage_error("--eval-every" train --eval-every -3)
     expect_usage_error("--checkpoint-every" train --checkpoint-every 1e400)
