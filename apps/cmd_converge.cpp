@@ -425,6 +425,11 @@ static Command converge_command() {
     s->add_flag("--start-at-optimum", o->start_at_optimum, "Start at w* (noise-ball runs) instead of w = 0");
     s->add_option("--every", o->every, "Record curves every this many steps")->check(tg::app::in_range(1, 10000000))->capture_default_str();
     s->add_option("--out", o->out, "Output folder for curves.csv and summary.json")->capture_default_str()->check(non_empty_path());
+    // an earlier run's results in --out are removed if this run ends in an error or is interrupted (main.cpp)
+    s->parse_complete_callback([o] {
+      tg::app::note_folder_report((std::filesystem::path(o->out) / "summary.json").string());
+      tg::app::note_folder_report((std::filesystem::path(o->out) / "curves.csv").string(), tg::convex::kCurvesCsvHeader);
+    });
     s->add_flag("--checks", o->checks,
                 "Also run the statistical checks of the four claims at their standard sizes (about 15 s): exit 1 "
                 "if one fails");

@@ -340,6 +340,11 @@ int guarded(const char* command, const std::function<int()>& fn);
 // writer would have replaced) when the command ends with exit 2 or is interrupted. FIFOs, devices and
 // stdout ("-") are left alone. Each removal is said on stderr.
 void note_reports(const CLI::App& sub);
+// A file a command writes into its --out folder, retired as those reports are (converge's summary.json and
+// curves.csv: a run interrupted or ended in an error must not leave an earlier run's results there looking
+// like its own). first_line: the file's first line, by which it is known as one (empty: a JSON object).
+// Noted when the command's options are parsed (a parse callback), before the signal handler is set up.
+void note_folder_report(const std::string& path, const std::string& first_line = "");
 void retire_reports(const char* command, const char* why = "ended in an error");
 // From here to the end of the process, SIGINT, SIGTERM and SIGHUP remove the noted reports (as retire_reports,
 // in the handler: stat and unlink only), say so on stderr, and end the process by the same signal. A command that

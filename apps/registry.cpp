@@ -65,6 +65,7 @@ std::string one_line(const char* what) {
 namespace {
 struct NotedReport {
   std::string option, path;
+  std::string first_line;  // a file that a command writes into its folder: known as a report by its first line
 };
 std::vector<NotedReport>& noted_reports() {
   static std::vector<NotedReport> paths;
@@ -75,7 +76,8 @@ std::vector<NotedReport>& noted_reports() {
 // (--junit), the model's CSV (--csv), a table of terngrad's (--output). Only such a file is removed as a
 // report of an earlier run: a file of another kind at that path (notes, data) stays, though a run that
 // succeeds would replace it.
-bool reads_as_report(const std::string& option, const std::filesystem::path& target) {
+bool reads_as_report(const NotedReport& r, const std::filesystem::path& target) {
+  const std::string& option = r.option;
   std::ifstream in(target, std::ios::binary);
   if (!in) return false;
   if (option == "--json") {
@@ -94,16 +96,21 @@ bool reads_as_report(const std::string& option, const std::filesystem::path& tar
   if (option == "--junit") return head.rfind("<?xml", 0) == 0 && head.find("<testsuites") != std::string::npos;
   if (option == "--csv") return head.rfind(std::string(kModelCsvHeader) + '\n', 0) == 0;
   if (option == "--output") return head.rfind("terngrad ", 0) == 0;
+  if (!r.first_line.empty()) return head.rfind(r.first_line + '\n', 0) == 0;
   return false;
 }
 }  // namespace
+
+void note_folder_report(const std::string& path, const std::string& first_line) {
+  if (!path.empty()) noted_reports().push_back({first_line.empty() ? "--json" : "--out", path, first_line});
+}
 
 void note_reports(const CLI::App& sub) {
   for (const char* name : {"--json", "--junit", "--csv", "--output"}) {
     const CLI::Option* o = sub.get_option_no_throw(name);
     if (!o || o->count() == 0) continue;
     const std::string path = o->as<std::string>();
-    if (!path.empty() && path != "-") noted_reports().push_back({name, path});
+    if (!path.empty() && path != "-") noted_reports().push_back({name, path, ""});
   }
 }
 
@@ -119,7 +126,7 @@ std::vector<std::string> remove_noted_reports() {
     if (ec) continue;                                                                 // nothing there
     struct stat st {};
     if (::stat(target.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;  // FIFOs and devices stay
-    if (!reads_as_report(r.option, target)) continue;
+    if (!reads_as_report(r, target)) continue;
     if (std::filesystem::remove(target, ec) && !ec) removed.push_back(r.path);
   }
   noted_reports().clear();
@@ -157,7 +164,7 @@ void retire_reports_on_signal(const char* command) {
     const std::filesystem::path target = std::filesystem::weakly_canonical(r.path, ec);  // a link's target
     if (ec) continue;
     struct stat st {};  // a file there now that is not a report stays (the handler cannot read it)
-    if (::stat(target.c_str(), &st) == 0 && S_ISREG(st.st_mode) && !reads_as_report(r.option, target)) continue;
+    if (::stat(target.c_str(), &st) == 0 && S_ISREG(st.st_mode) && !reads_as_report(r, target)) continue;
     s.paths.push_back(target.string());
     s.removed_lines.push_back(std::string("terngrad ") + command + ": removed " + r.path +
                               ", a report of an earlier run (this run was interrupted and wrote none)\n");

@@ -174,6 +174,8 @@ endmacro()
 macro(write_earlier_report path)
   if(path MATCHES "\\.json$")
     file(WRITE "${path}" "{\"earlier\": \"a report of an earlier run\"}\n")
+  elseif(path MATCHES "curves\\.csv$")  # converge's, in its --out folder
+    file(WRITE "${path}" "method,t,dist2_mean,dist2_p10,dist2_p90,dist2_predicted,loss_gap,update_sq,assumption3,grad_sq,var_measured,var_identity\nfloat,0,1,1,1,,,,,,,\n")
   elseif(path MATCHES "\\.xml$")
     file(WRITE "${path}" "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"terngrad verify\">\n</testsuites>\n")
   else()
@@ -387,8 +389,11 @@ foreach(sub IN LISTS subcommands)
     # --json is checked with --out, before the runs (was: curves.csv and summary.json written, then the error)
     expect_usage_error("--json ${scratch} is a folder" converge --steps 2 --seeds 1 --no-progress --out "${scratch}/cdir"
                        --json "${scratch}" ABSENT "${scratch}/cdir")
+    # and the results an earlier run left in --out (an interrupted run the same: the signal handler removes them)
+    file(MAKE_DIRECTORY "${scratch}/a3dir")
     expect_stale_removed("--assumption3 needs --seeds >= 4" converge --assumption3 --seeds 2 --out "${scratch}/a3dir"
-                         --json "${scratch}/old.json" REPORTS "${scratch}/old.json")
+                         --json "${scratch}/old.json" REPORTS "${scratch}/old.json" "${scratch}/a3dir/summary.json"
+                         "${scratch}/a3dir/curves.csv")
     file(REMOVE_RECURSE "${scratch}/a3dir")
     expect_usage_error("--assumption3 needs --seeds >= 4" converge --assumption3 --seeds 2 --out "${scratch}/a3dir"
                        ABSENT "${scratch}/a3dir")

@@ -79,8 +79,7 @@ Curves summarize(const std::string& method, const std::vector<Trace>& traces, in
 std::string curves_csv(const std::vector<Curves>& curves) {
   std::ostringstream os;
   os.precision(9);
-  os << "method,t,dist2_mean,dist2_p10,dist2_p90,dist2_predicted,loss_gap,update_sq,assumption3,grad_sq,"
-        "var_measured,var_identity\n";
+  os << kCurvesCsvHeader << '\n';
   // a value that is not finite (a diverged run: inf, nan) is an empty cell, as it is null in summary.json
   auto cell = [&os](double x) -> std::ostream& {
     if (std::isfinite(x)) os << x;

@@ -33,6 +33,10 @@ struct Curves {
 /// block_scales: one per block (block curves are divided by scale^2); empty: 1.
 Curves summarize(const std::string& method, const std::vector<Trace>& traces, int every,
                  const std::vector<double>& predicted = {}, const std::vector<double>& block_scales = {});
+/// The first line of curves_csv.
+inline constexpr const char* kCurvesCsvHeader =
+    "method,t,dist2_mean,dist2_p10,dist2_p90,dist2_predicted,loss_gap,update_sq,assumption3,grad_sq,var_measured,"
+    "var_identity";
 std::string curves_csv(const std::vector<Curves>& curves);
 nlohmann::json curves_json(const std::vector<Curves>& curves);
 
