@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 
 #include "tg/codec.hpp"
 #include "tg/output_file.hpp"
+#include "tg/strf.hpp"
 #include "views.hpp"
 
 namespace nb = nanobind;
@@ -275,9 +277,15 @@ NB_MODULE(_core, m) {
 
   m.def(
       "encode_with_scalar",
-      [](nb::handle g, float scalar, std::uint64_t seed, std::uint32_t worker, std::uint32_t tensor,
+      [](nb::handle g, double given, std::uint64_t seed, std::uint32_t worker, std::uint32_t tensor,
          std::uint32_t step, const std::string& clip, double c, const std::string& packing,
          std::uint64_t float_below, const std::string& codec, const tg::TensorStats* stats, bool as_array) {
+        // taken as a double so that a value beyond float32 is named as given (a float parameter made 1e39 inf)
+        if (std::isfinite(given) && std::fabs(given) > static_cast<double>(std::numeric_limits<float>::max()))
+          throw nb::value_error(("encode_with_scalar: scalar " + tg::strf("%.6g", given) +
+                                 " is beyond float32's range (the scalar is a float32, at most 3.4e38)")
+                                    .c_str());
+        const float scalar = static_cast<float>(given);
         FloatView v = float_view(g, "g");
         tg::Params p = make_params(clip, c, packing, float_below);
         const tg::Codec& cd = codec_named(codec);
@@ -304,6 +312,10 @@ NB_MODULE(_core, m) {
       [](nb::sequence layers, std::uint64_t seed, std::uint32_t worker, std::uint32_t tensor, std::uint32_t step,
          const std::string& clip, double c, const std::string& packing, std::uint64_t float_below,
          const std::string& codec) {
+        // one array is a sequence of its elements: each would become a one-element layer
+        if (nb::hasattr(layers, "__array_interface__") || nb::hasattr(layers, "__dlpack__"))
+          throw nb::type_error("encode_layers: layers must be a list of float32 arrays, one per layer, got one array "
+                               "(encode(g) encodes one tensor; encode_layers([g]) one layer)");
         std::vector<FloatView> views;
         std::vector<std::span<const float>> spans;
         const size_t count = nb::len(layers);

@@ -59,9 +59,15 @@ def mask_entropy_bits(trits):
     size an ideal entropy coder would approach for this mask (2bit spends 2, base3 spends 1.6)."""
     import numpy as np
 
-    t = np.asarray(trits).ravel()
+    t = np.asarray(trits)
+    if not np.issubdtype(t.dtype, np.integer):
+        raise TypeError(f"mask_entropy_bits: trits must be an integer array (int8 from decode_trits), got dtype {t.dtype}")
+    t = t.ravel()
     if t.size == 0:
         return 0.0
+    bad = np.flatnonzero((t < -1) | (t > 1))
+    if bad.size:
+        raise ValueError(f"mask_entropy_bits: trits must be -1, 0 or +1; element {int(bad[0])} is {int(t[bad[0]])}")
     counts = np.array([np.count_nonzero(t == v) for v in (-1, 0, 1)], dtype=np.float64)
     p = counts[counts > 0] / t.size
     return float(-(p * np.log2(p)).sum())
@@ -70,13 +76,23 @@ def mask_entropy_bits(trits):
 def expected_mask_entropy_bits(g, scalar=None):
     """Expected entropy per element of TernGrad's mask when element k is nonzero with probability
     p_k = |g_k| / s: the entropy of the per-element distribution mixed over elements (the alphabet
-    {-, 0, +} with P(+) = mean of p_k over positive g_k, ...). s defaults to max|g|."""
+    {-, 0, +} with P(+) = mean of p_k over positive g_k, ...). scalar (s) defaults to max|g|; g is an array of
+    numbers (float32, float64, integers). NonFiniteError for a NaN or infinite element; ValueError for a scalar that is
+    negative or not finite."""
     import numpy as np
 
-    g = np.asarray(g, dtype=np.float64).ravel()
+    g = np.asarray(g)
+    if not (np.issubdtype(g.dtype, np.floating) or np.issubdtype(g.dtype, np.integer)):
+        raise TypeError(f"expected_mask_entropy_bits: g must be an array of numbers, got dtype {g.dtype}")
+    g = g.astype(np.float64).ravel()
+    bad = np.flatnonzero(~np.isfinite(g))
+    if bad.size:
+        raise NonFiniteError(f"expected_mask_entropy_bits: g[{int(bad[0])}] is not finite ({g[bad[0]]})")
     if g.size == 0:
         return 0.0
     s = float(np.max(np.abs(g))) if scalar is None else float(scalar)
+    if not np.isfinite(s) or s < 0.0:
+        raise ValueError(f"expected_mask_entropy_bits: scalar must be a finite number >= 0, got {scalar}")
     if s == 0.0:
         return 0.0
     p = np.minimum(np.abs(g) / s, 1.0)

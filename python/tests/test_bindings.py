@@ -105,6 +105,24 @@ def test_layers_get_their_own_scalar_and_consecutive_tensor_ids():
         assert h.scalar == np.max(np.abs(layer))
     with pytest.raises(TypeError, match=r"layers\[1\]"):
         tg.encode_layers([layers[0], layers[1].astype(np.float64)])
+    # one array is not a list of one-element layers (it returned 37 payloads)
+    with pytest.raises(TypeError, match="got one array"):
+        tg.encode_layers(layers[0])
+
+
+def test_entropy_helpers_refuse_what_is_not_a_mask_or_a_gradient():
+    assert tg.mask_entropy_bits(np.array([1, 0, -1, 0], np.int8)) == 1.5
+    with pytest.raises(ValueError, match="element 1 is 5"):  # was 1.0
+        tg.mask_entropy_bits(np.array([0, 5, 7, 1], np.int8))
+    with pytest.raises(TypeError, match="integer array"):  # a gradient given by mistake: was -0.0
+        tg.mask_entropy_bits(np.ones(4, np.float32))
+    g = np.array([1.0, -1.0, 0.5], np.float32)
+    assert tg.expected_mask_entropy_bits(g) == pytest.approx(tg.expected_mask_entropy_bits(g.astype(np.float64)))
+    for bad in (np.inf, np.nan):  # was -0.0
+        with pytest.raises(tg.NonFiniteError, match=r"g\[1\] is not finite"):
+            tg.expected_mask_entropy_bits([1.0, bad])
+    with pytest.raises(ValueError, match="scalar must be a finite number >= 0"):
+        tg.expected_mask_entropy_bits(g, scalar=-1.0)
 
 
 def test_shared_scalar_of_no_workers_is_an_error():
@@ -266,6 +284,9 @@ def test_bad_options_are_value_errors():
         tg.encode(g, 2**64)  # positional too
     with pytest.raises(ValueError, match=r"encode_with_scalar\(\): worker must be an integer in \[0, 2\^32\)"):
         tg.encode_with_scalar(g, 1.0, worker=2**32)
+    # a scalar beyond float32 is named as given (it was converted to inf first: "shared scalar inf ...")
+    with pytest.raises(ValueError, match=r"scalar 1e\+39 is beyond float32's range"):
+        tg.encode_with_scalar(g, 1e39)
     with pytest.raises(TypeError, match=r"encode\(\): step must be an integer, got float 1.5"):
         tg.encode(g, step=1.5)
     with pytest.raises(ValueError, match=r"ternarize_steps\(\): draws must be an integer in \[0, 2\^32\)"):
