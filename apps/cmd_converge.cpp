@@ -452,11 +452,22 @@ static Command converge_command() {
     only_with(s, "--noise", "--problem lsq or multiscale (least squares)", problem_is({"lsq", "multiscale"}));
     only_with(s, "--no-prediction", "--problem lsq or multiscale (least squares)", problem_is({"lsq", "multiscale"}));
     only_with(s, "--lambda", "--problem logistic", problem_is({"logistic"}));
-    only_with(s, "--c", "a clipped method in --methods (tern-clip, tern-saturate)", [o] {
+    auto clipped = [o] {
       for (const auto& m : o->methods)
         if (m == "tern-clip" || m == "tern-saturate") return true;
       return false;
-    });
+    };
+    only_with(s, "--c", "a clipped method in --methods (tern-clip, tern-saturate)", clipped);
+    // the decisions that take alpha and beta: --checks, --assumption3's fit, a clipped method's stall test on
+    // least squares
+    auto decides = [o, clipped, least_squares = problem_is({"lsq", "multiscale"})] {
+      return o->checks || o->assumption3 || (clipped() && least_squares());
+    };
+    for (const char* option : {"--alpha", "--beta"})
+      only_with(s, option,
+                "--checks, --assumption3, or a clipped method in --methods on --problem lsq or multiscale (the "
+                "stall test)",
+                decides);
     return s;
   };
   cmd.run_fn = [o] { return run_converge(*o); };

@@ -313,6 +313,9 @@ static std::vector<Command> model_commands() {
     only_with(sub, "--ps-shards", "--topology ps", [o] { return o->preset == "paper" || o->topology == "ps"; });
     only_with(sub, "--ps-downlink", "--topology ps", [o] { return o->preset == "paper" || o->topology == "ps"; });
     only_with(sub, "--warmup", "--compute-from", [o] { return o->preset == "paper" || !o->compute_from.empty(); });
+    for (const char* option : {"--intra-gbps", "--intra-latency-us"})
+      only_with(sub, option, "--gpus-per-node N (N > 1: workers that share a node)",
+                [o] { return o->preset == "paper" || o->gpus_per_node > 1; });
     return sub;
   };
   c.run_fn = [o, conflicts] { return run_model(*o, *conflicts); };

@@ -133,6 +133,11 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   for (const char* option : {"--float-below", "--quantize-last"})
     tg::app::only_with(sub, option, "a compressing codec (--codec terngrad, qsgd or signsgd-ef)",
                        [cfg] { return cfg->codec != "float"; });
+  tg::app::only_with(sub, "--data-dir", "--data mnist, cifar10, tensor or fashion-mnist (a folder of the data)",
+                     [cfg] { return cfg->data != "synthetic"; });
+  for (const char* option : {"--master-addr", "--master-port", "--timeout-s", "--external-store"})
+    tg::app::only_with(sub, option, "a multi-process run (--world-size N, as `terngrad launch` gives each rank)",
+                       [cfg] { return cfg->world_size > 0; });
   for (const char* option : {"--live-check-draws", "--live-check-alpha", "--live-check-fail", "--live-check-layers"})
     tg::app::only_with(sub, option, "--live-check N (N > 0)", [cfg] { return cfg->live_check.every > 0; });
 }

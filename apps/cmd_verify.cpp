@@ -361,6 +361,7 @@ static Command verify_command() {
                               "--unseeded", "--alpha", "--beta"})
       list->excludes(sub->get_option(other));
     sub->get_option("--verbose")->needs(sub->get_option("--self-test"));
+    only_with(sub, "--example", "--self-test", [opts] { return opts->self_test; });
     only_with(sub, "--exec-timeout", "an external implementation (--impl exec:CMD or serve:CMD, or --self-test's --example)",
               [opts] { return external_impl(opts->impl) || (opts->self_test && opts->example != "none"); });
     return sub;

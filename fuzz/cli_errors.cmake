@@ -284,6 +284,8 @@ foreach(sub IN LISTS subcommands)
     # --exec-timeout bounds an external implementation's calls: refused where none runs, taken where one does
     expect_usage_error("verify: --exec-timeout is used only with an external implementation" verify --impl reference --exec-timeout 5)
     expect_usage_error("--exec-timeout is used only with" verify --self-test --example none --exec-timeout 5)
+    expect_usage_error("--example is used only with --self-test" verify --example none --profile quick)
+    expect_usage_error("--example is used only with --self-test" verify --list-mutants --example none)
     expect_usage_error("/nonexistent/codec" verify --impl "exec:/nonexistent/codec" --exec-timeout 5 --no-progress)
     # outputs: checked before the run, named as what they are, and no folder made for a refused run
     expect_usage_error("--json ${scratch} is a folder, not a file" verify --json "${scratch}" --profile quick --no-progress
@@ -380,6 +382,9 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("--gamma0: must be a number in [1e-12, 1e+06]" converge --gamma0 1e-320)
     expect_usage_error("--t0: must be a number in [1e-06, 1e+12]" converge --t0 1e-320)
     expect_usage_error("--gamma: must be a number in [1e-12, 1e+06]" converge --schedule const --gamma 1e300)
+    expect_usage_error("--alpha is used only with --checks, --assumption3, or a clipped method" converge --methods float
+                       --alpha 0.01)
+    expect_usage_error("--beta is used only with --checks" converge --problem logistic --methods tern-clip --beta 0.01)
     expect_usage_error("is the file summary.json that --out" converge --out "${scratch}/cv" --json "${scratch}/cv/summary.json"
                        ABSENT "${scratch}/cv")
     expect_usage_error("--json ./cvz/curves.csv is the file curves.csv that --out cvz" converge --out cvz --json
@@ -460,6 +465,9 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("--live-check" train --live-check -1)
     expect_usage_error("--dump-step" train --dump-step -2)
     expect_usage_error("--timeout-s" train --timeout-s nan)
+    expect_usage_error("--timeout-s is used only with a multi-process run" train --data synthetic --timeout-s 30)
+    expect_usage_error("--master-port is used only with a multi-process run" train --data synthetic --master-port 29999)
+    expect_usage_error("--data-dir is used only with --data mnist" train --data synthetic --data-dir "${scratch}")
     # an --out that cannot be a folder fails before the data is loaded (a file of this script stands in)
     expect_usage_error("--out: cannot create output folder" train --steps 1 --out "${CMAKE_CURRENT_LIST_FILE}/run")
     expect_usage_error("--out: cannot create output folder" train --steps 1 --out "${CMAKE_CURRENT_LIST_FILE}")
@@ -513,6 +521,10 @@ foreach(sub IN LISTS subcommands)
                        --bandwidth-gbps 1e-320)
     expect_usage_error("--intra-gbps: must be 0 (unlimited) or a number in [1e-06" model --net lenet --compute-s 1
                        --codec-rates none --gpus-per-node 2 --intra-gbps 1e-320)
+    expect_usage_error("--intra-gbps is used only with --gpus-per-node N (N > 1" model --net lenet --compute-s 1
+                       --codec-rates none --intra-gbps 10)
+    expect_usage_error("--intra-latency-us is used only with --gpus-per-node N (N > 1" model --net lenet --compute-s 1
+                       --codec-rates none --gpus-per-node 1 --intra-latency-us 5)
     expect_usage_error("--codec-rates: '0x10' is not a decimal number" model --net lenet --compute-s 1 --codec-rates 0x10,1,1,1)
     expect_usage_error("--codec-rates: '' is not a decimal number" model --net lenet --compute-s 1 --codec-rates 1,2,3,4,)
     # a steps.csv cell is one decimal number (was: 0.2abc read as 0.2, 0x10 as 16)
