@@ -126,7 +126,7 @@ static Command compare_command() {
     sub->add_option("--seed", opts->seed, "Seed of the gradients and of the stream keys")->capture_default_str();
     // One comma-separated list per --clip (repeatable): an option taking a list of values would also take the
     // implementations A and B that follow it.
-    sub->add_option("--clip", opts->clip_lists, "Clipping modes to compare, comma-separated")
+    sub->add_option("--clip", opts->clip_lists, "Clipping modes to compare, comma-separated (or --clip repeated: --clip none --clip clip)")
         ->expected(1)
         ->allow_extra_args(false)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)

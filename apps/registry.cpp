@@ -396,12 +396,21 @@ std::string empty_list_item(const CLI::App& app, const std::vector<std::string>&
     return where + ": " + o->get_name() + what + " (a comma-separated list, no item empty; see " + where + " --help)";
   };
   const CLI::Option* taking = nullptr;  // the list option whose values the next arguments are
+  std::vector<const CLI::Option*> given;  // the list options seen so far
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--") break;
     if (a.size() > 1 && a[0] == '-' && !(std::isdigit(static_cast<unsigned char>(a[1])) || a[1] == '.')) {
       const std::size_t eq = a.find('=');
       taking = list_option(a.substr(0, eq));
+      // a list given twice was merged into one (--workers 1 --workers 2 ran 1,2); every other option given
+      // twice is refused by CLI11 ("given 2 times")
+      if (taking && std::find(given.begin(), given.end(), taking) != given.end()) {
+        const std::string where = "terngrad " + sub->get_name();
+        return where + ": " + taking->get_name() + " is given more than once (give one comma-separated list; see " +
+               where + " --help)";
+      }
+      if (taking) given.push_back(taking);
       if (taking && eq != std::string::npos) {
         if (has_empty_item(a.substr(eq + 1))) return message(taking, a.substr(eq + 1));
         taking = nullptr;
