@@ -86,6 +86,21 @@ def test_check_values_reads_decoded_estimates_like_check_samples():
     assert "scalar" in rows_of(wrong, "structure")[0].detail
 
 
+def test_an_all_zero_row_carries_no_scalar():
+    # A correct float32 codec may miss a sure keep (at most 2^-22 per keep); on a small tensor whose other
+    # elements are dropped, the row is then all zero, and read from its values its scalar is 0. That is no
+    # structure violation ("scalar 0, but s at step 0" failed the exact row); the miss counts in sure-keeps.
+    g = np.array([1.7294966, 0.01, -0.02, 0.005, 0.03, -0.01], np.float32)
+    values = np.stack([tg.decode(tg.encode(g, seed=1, step=j)).values for j in range(128)])
+    values[64] = 0.0
+    r = tv.check_values(g, values)
+    assert r.passed, r.table()
+    # a codec that sends nothing in many rows misses far more sure keeps than a float32 rounding allows
+    values[:16] = 0.0
+    bad = tv.check_values(g, values)
+    assert "sure-keeps" in bad.failed_checks, bad.table()
+
+
 @pytest.mark.parametrize("scalar", ["a", b"x", {}, np.array(["a"]), True])
 def test_a_shared_scalar_that_is_not_a_number_is_a_type_error(scalar):
     # (was RuntimeError "std::bad_cast"; a bool read as 1)

@@ -479,10 +479,27 @@ void deterministic_row(Row& r, double S, double tol, const std::string& what) {
   mark_rejected(r);
 }
 
+bool row_without_scalar(const Draws& d, std::uint32_t j) {
+  if (j >= d.scalars.size() || d.scalars[j] != 0.0f) return false;
+  const std::span<const std::int8_t> row = d.row(j);
+  return std::all_of(row.begin(), row.end(), [](std::int8_t t) { return t == 0; });
+}
+float first_row_scalar(const Draws& d) {
+  for (std::uint32_t j = 0; j < d.scalars.size(); ++j)
+    if (!row_without_scalar(d, j)) return d.scalars[j];
+  return 0.0f;
+}
 Draws draw_one(Ctx& c, const std::vector<float>& g, const Params& params, const StreamKey& key) {
   Draws dr = c.sampler.draw({g, params, key, 1, std::nullopt});
   if (dr.d != g.size() || dr.steps != 1 || dr.scalars.size() != 1 || dr.trits.size() != g.size())
     throw Error(ErrorCode::invalid_argument, "implementation returned draws of the wrong size");
+  if (row_without_scalar(dr, 0) && std::any_of(g.begin(), g.end(), [](float x) { return x != 0.0f; })) {
+    constexpr std::uint32_t kMore = 8;
+    const Draws more = c.sampler.draw({g, params, key, kMore, std::nullopt});
+    if (more.d != g.size() || more.steps != kMore || more.scalars.size() != kMore || more.trits.size() != kMore * g.size())
+      throw Error(ErrorCode::invalid_argument, "implementation returned draws of the wrong size");
+    dr.scalars[0] = first_row_scalar(more);
+  }
   return dr;
 }
 bool count_defect(const Draws& dr, const std::string& what, std::uint64_t& bad, std::string& msg) {

@@ -135,8 +135,18 @@ Row pooled_bias_row(const Ctx& c, const std::string& check, const std::string& f
                     double M, const std::string& detail, Pooled what = Pooled::bias,
                     const PartialPeak* peak = nullptr);
 
+/// Whether row j carries no scalar: every output 0 and the scalar 0. Its values are zero whatever the scalar,
+/// and a codec read from its values (exec:, a Python draw function, --samples) has 0 there for "no output". A
+/// correct float32 codec may miss a sure keep (at most kSureKeepMiss per keep, counted by the row sure-keeps),
+/// so on a tensor whose other elements are small such a row occurs; it must not fail an exact row as "scalar 0".
+/// A codec that sends nothing in some rows is judged by its missed sure keeps, not by this row's scalar.
+bool row_without_scalar(const Draws& d, std::uint32_t j);
+/// The scalar of the first row of d that carries one (row_without_scalar), or 0 if none does.
+float first_row_scalar(const Draws& d);
 /// One draw (one step) of g under params and key with the implementation's own scalar, its size checked
-/// (tg::Error otherwise): the structure rows tails and fresh gradients.
+/// (tg::Error otherwise): the structure rows tails and fresh gradients. A row without a scalar (above) from a
+/// gradient with a nonzero element takes the scalar of the first row that has one among steps 1..7 of the same
+/// key (drawn once more); when none has, the row keeps its 0, which the checks judge as the scalar.
 Draws draw_one(Ctx& c, const std::vector<float>& g, const Params& params, const StreamKey& key);
 /// A draw whose values are not of the form {-s, 0, +s} (its defect: a magnitude other than the row's largest)
 /// counts one violation into `bad`, named in `msg` after `what` when nothing was wrong before; true if so. Checked

@@ -72,7 +72,7 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
   for (std::uint32_t j0 = 0; j0 < n; j0 += chunk) {
     const std::uint32_t cnt = std::min(chunk, n - j0);
     Draws w0 = c.sampler.draw({L.g, params, {stream_seed, 0, 0, j0}, cnt, std::nullopt});
-    if (!centred) centre(w0.scalars[0]);
+    if (!centred) centre(first_row_scalar(w0));
     for (std::uint32_t j = 0; j < cnt; ++j) {
       const std::span<const std::int8_t> row = w0.row(j);
       for (std::size_t k = 0; k < d; ++k) kept[k] += row[k] != 0;

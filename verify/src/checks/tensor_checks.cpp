@@ -958,7 +958,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
       if (j0 == 0) {
         obs[li].first_rows.assign(d.trits.begin(), d.trits.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(2, cnt) * d.d));
         obs[li].first_scalars.assign(d.scalars.begin(), d.scalars.begin() + std::min<std::size_t>(2, cnt));
-        observe(li, d.scalars[0]);
+        observe(li, first_row_scalar(d));  // a row without a scalar (row_without_scalar) says nothing of it
       }
     }
     if (!observed_all) {
@@ -993,7 +993,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
       for (std::size_t li = 0; li < sp.layers.size(); ++li) {
         const SpecLayer& l = sp.layers[li];
         const Draws& d = draws[li];
-        if (d.scalars[j] != obs[li].scalar && scalar_changes++ == 0)
+        if (d.scalars[j] != obs[li].scalar && !row_without_scalar(d, j) && scalar_changes++ == 0)
           structure_fail(strf("%s step %u: scalar %.9g, but %.9g at step 0 (same gradient)", l.layer->name.c_str(),
                               j0 + j, static_cast<double>(d.scalars[j]), static_cast<double>(obs[li].scalar)));
         const double w = wscale[li];
