@@ -117,7 +117,9 @@ int run_model(ModelOptions o, const std::vector<const CLI::Option*>& preset_conf
       if (opt->count() > 0)
         throw std::invalid_argument(opt->get_name() + " cannot be combined with --preset paper (the preset sets it)");
   } else {
-    if ((o.compute_s >= 0) == !o.compute_from.empty())
+    if (o.compute_s >= 0 && !o.compute_from.empty())
+      throw std::invalid_argument("--compute-s and --compute-from both give the compute time per step: give one of them");
+    if (o.compute_s < 0 && o.compute_from.empty())
       throw std::invalid_argument("give the compute time per step: --compute-s SECONDS or --compute-from steps.csv (one of them)");
   }
   if (o.workers.empty()) o.workers = default_worker_counts();

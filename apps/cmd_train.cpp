@@ -170,7 +170,8 @@ int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
                                         {"run.json", "steps.csv", "ranks.csv", "layers.csv", "evals.csv", "live_checks.csv"});
   if (!c.out_dir.empty())
     tg::app::note_on_interrupt("no summary written; --out " + c.out_dir +
-                                " keeps the run as of its last write (run.json: \"finished\": false)");
+                                   " keeps the run as of its last write (run.json: \"finished\": false)",
+                               (std::filesystem::path(c.out_dir) / "run.json").string());
   tg::train::TrainResult r = tg::train::run_training(c);
   if (c.world_size > 0 && c.rank != 0) return 0;
   std::uint64_t tp = 0, tf = 0, ap = 0, af = 0;

@@ -354,7 +354,9 @@ void retire_reports(const char* command, const char* why = "ended in an error");
 void retire_reports_on_signal(const char* command);
 // Said instead of "no report written" in the line a signal writes ("terngrad train: interrupted; ..."): what a
 // command leaves behind anyway (train: the run folder as of its last write). Call before the work starts.
-void note_on_interrupt(const std::string& note);
+// if_exists: said only when that path exists at the signal (a folder the run writes into as it goes: an
+// early signal finds none, and the plain line is said).
+void note_on_interrupt(const std::string& note, const std::string& if_exists = "");
 
 // Registers the commands made by `make` at static initialisation; `order` sorts them in --help.
 struct RegisterCommands {

@@ -26,6 +26,7 @@ namespace {
 struct SignalCleanup {
   std::vector<std::string> paths, removed_lines;
   std::string interrupted_line;
+  std::string noted_line, noted_path;  // note_on_interrupt: said instead when noted_path exists then
 };
 SignalCleanup& signal_cleanup() {
   static SignalCleanup s;
@@ -34,7 +35,11 @@ SignalCleanup& signal_cleanup() {
 extern "C" void retire_on_signal(int sig) {
   const SignalCleanup& s = signal_cleanup();
   const int saved = errno;
-  (void)!::write(2, s.interrupted_line.data(), s.interrupted_line.size());
+  struct stat noted {};
+  const std::string& line = !s.noted_line.empty() && (s.noted_path.empty() || ::stat(s.noted_path.c_str(), &noted) == 0)
+                                ? s.noted_line
+                                : s.interrupted_line;
+  (void)!::write(2, line.data(), line.size());
   for (std::size_t i = 0; i < s.paths.size(); ++i) {
     struct stat st {};
     if (::stat(s.paths[i].c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::unlink(s.paths[i].c_str()) == 0)
@@ -179,11 +184,14 @@ void retire_reports_on_signal(const char* command) {
   }
 }
 
-void note_on_interrupt(const std::string& note) {
-  std::string& line = signal_cleanup().interrupted_line;
+void note_on_interrupt(const std::string& note, const std::string& if_exists) {
+  SignalCleanup& s = signal_cleanup();
+  const std::string& line = s.interrupted_line;
   const std::string tail = "no report written\n";
-  if (line.size() >= tail.size() && line.compare(line.size() - tail.size(), tail.size(), tail) == 0)
-    line = line.substr(0, line.size() - tail.size()) + note + "\n";
+  if (line.size() >= tail.size() && line.compare(line.size() - tail.size(), tail.size(), tail) == 0) {
+    s.noted_line = line.substr(0, line.size() - tail.size()) + note + "\n";
+    s.noted_path = if_exists;
+  }
 }
 
 namespace {

@@ -524,6 +524,8 @@ foreach(sub IN LISTS subcommands)
                        --bandwidth-gbps 1e-320)
     expect_usage_error("--intra-gbps: must be 0 (unlimited) or a number in [1e-06" model --net lenet --compute-s 1
                        --codec-rates none --gpus-per-node 2 --intra-gbps 1e-320)
+    expect_usage_error("--compute-s and --compute-from both give the compute time per step" model --net lenet
+                       --compute-s 1 --compute-from "${CMAKE_CURRENT_LIST_FILE}" --codec-rates none)
     expect_usage_error("--intra-gbps is used only with --gpus-per-node N (N > 1" model --net lenet --compute-s 1
                        --codec-rates none --intra-gbps 10)
     expect_usage_error("--intra-latency-us is used only with --gpus-per-node N (N > 1" model --net lenet --compute-s 1
@@ -541,7 +543,17 @@ foreach(sub IN LISTS subcommands)
     file(WRITE "${scratch}/steps.csv" "step,compute_s,optimizer_s\r\n1,0.1,0.01\r\n")
     expect_run(RC 0 ARGS model --net lenet --compute-from "${scratch}/steps.csv" --warmup 0 --codec-rates none --workers 1
                CONTAINS "compute 0.11 s/step")
+    # a step of 1e300 s (a damaged file) is refused as --compute-s 1e300 is (was: 6.4e-299 img/s)
+    file(WRITE "${scratch}/steps.csv" "step,compute_s,optimizer_s\n1,1e300,0.01\n")
+    expect_usage_error("beyond 1e6 s" model --net lenet --compute-from "${scratch}/steps.csv" --warmup 0 --codec-rates none)
     file(REMOVE "${scratch}/steps.csv")
+    # a run.json layer of 0 elements, or beyond 2^40, is named with its file (was: "0 parameters", an overflow)
+    foreach(numel 0 9223372036854775808)
+      file(WRITE "${scratch}/bad-run.json" "{\"layers\": [{\"name\": \"fc\", \"numel\": ${numel}}]}\n")
+      expect_usage_error("${scratch}/bad-run.json: layer \"fc\" has numel ${numel}, not in [1, 2^40]" model --compute-s 1
+                         --codec-rates none --workers 1 --run-json "${scratch}/bad-run.json")
+    endforeach()
+    file(REMOVE "${scratch}/bad-run.json")
   elseif(sub STREQUAL "launch")
     expect_usage_error("--nproc" launch --nproc 0)
     expect_usage_error("unknown option --workers (did you mean --nproc?)" launch --workers 2)  # a known other name

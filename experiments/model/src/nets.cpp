@@ -159,7 +159,13 @@ NetSpec read_run_layers(const std::string& path) {
     if (!l.is_object() || !l.contains("name") || !l["name"].is_string() || !l.contains("numel") ||
         !l["numel"].is_number_unsigned())
       throw std::runtime_error(path + ": every entry of \"layers\" needs a string \"name\" and an unsigned \"numel\"");
-    n.tensors.push_back({l["name"].get<std::string>(), l["numel"].get<std::uint64_t>()});
+    const std::uint64_t numel = l["numel"].get<std::uint64_t>();
+    // a tensor of 0 elements sends nothing, and one beyond 2^40 elements (4 TiB of float32) is no gradient: an
+    // edited or damaged file, which would give "0 parameters" or an overflowed payload size
+    if (numel == 0 || numel > (std::uint64_t{1} << 40))
+      throw std::runtime_error(path + ": layer \"" + l["name"].get<std::string>().substr(0, 80) + "\" has numel " +
+                               std::to_string(numel) + ", not in [1, 2^40]");
+    n.tensors.push_back({l["name"].get<std::string>(), numel});
   }
   return n;
 }

@@ -16,6 +16,7 @@
 
 #include "tg/codec.hpp"
 #include "tg/format.hpp"
+#include "tg/strf.hpp"
 
 namespace tg::model {
 namespace {
@@ -372,6 +373,9 @@ double compute_from_steps_csv(const std::string& path, int skip) {
   const double median = k % 2 ? times[k / 2] : 0.5 * (times[k / 2 - 1] + times[k / 2]);
   if (!(median > 0))
     throw std::runtime_error(path + ": the median compute_s + optimizer_s after the warm-up is 0 (a step takes time)");
+  if (median > 1e6)  // as --compute-s's range: a step of over 11 days is a damaged file, not a measurement
+    throw std::runtime_error(path + ": the median compute_s + optimizer_s after the warm-up is " + tg::strf("%.3g", median) +
+                             " s, beyond 1e6 s (--compute-s takes at most 1e6)");
   return median;
 }
 

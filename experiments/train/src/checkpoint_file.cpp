@@ -38,6 +38,38 @@ std::string one_line(std::string s) {
 
 }  // namespace
 
+std::string fingerprint_difference(const std::string& got, const std::string& want) {
+  // the fields of fingerprint() (trainer.cpp), in its order; then tagged extras ("qsgd-levels 3", "own-scalars")
+  static const char* const kFields[] = {"--model", "--data", "--train-limit", "--codec", "--packing", "--layerwise",
+                                        "--clip", "--c", "--float-below", "--quantize-last", "--optimizer", "--lr",
+                                        "--momentum", "--weight-decay", "--lr-policy", "--gamma", "--power",
+                                        "--step-size", "--batch", "--workers", "--seed", "--weight-decay-in"};
+  constexpr std::size_t kNamed = sizeof kFields / sizeof kFields[0];
+  auto split = [](const std::string& s) {
+    std::vector<std::string> parts;
+    std::size_t start = 0;
+    for (std::size_t bar; (bar = s.find('|', start)) != std::string::npos; start = bar + 1)
+      parts.push_back(s.substr(start, bar - start));
+    parts.push_back(s.substr(start));
+    return parts;
+  };
+  const std::vector<std::string> a = split(got), b = split(want);
+  std::string out;
+  auto add = [&out](const std::string& text) { out += (out.empty() ? "" : "; ") + text; };
+  for (std::size_t i = 0; i < kNamed; ++i) {
+    const std::string x = i < a.size() ? a[i] : "(none)", y = i < b.size() ? b[i] : "(none)";
+    if (x != y) add(std::string(kFields[i]) + " is " + x + " in the checkpoint, " + y + " in this run");
+  }
+  // the extras: those of one side only
+  const std::vector<std::string> ea(a.begin() + static_cast<std::ptrdiff_t>(std::min(kNamed, a.size())), a.end()),
+      eb(b.begin() + static_cast<std::ptrdiff_t>(std::min(kNamed, b.size())), b.end());
+  for (const std::string& x : ea)
+    if (std::find(eb.begin(), eb.end(), x) == eb.end()) add("the checkpoint's run had " + x + ", this run has not");
+  for (const std::string& y : eb)
+    if (std::find(ea.begin(), ea.end(), y) == ea.end()) add("this run has " + y + ", the checkpoint's run had not");
+  return out.empty() ? "the settings differ" : out;
+}
+
 std::string seal_checkpoint(const std::string& archive, const CheckpointManifest& m, const Residuals* residuals) {
   std::string section;
   if (m.residual_workers > 0) {
@@ -160,7 +192,7 @@ std::string open_checkpoint(const std::string& path, const CheckpointManifest& e
               std::to_string(have_residuals ? res_bytes : 0) + " (altered)");
   if (!have_step || got_m.step < 0) throw bad("the manifest has no step");
   if (got_m.fingerprint != expect.fingerprint)
-    throw bad("written by a run with other settings (" + got_m.fingerprint + "), this run is (" + expect.fingerprint + ")");
+    throw bad("written by a run with other settings: " + fingerprint_difference(got_m.fingerprint, expect.fingerprint));
   for (std::size_t i = 0; i < std::max(got_m.tensors.size(), expect.tensors.size()); ++i) {
     if (i >= got_m.tensors.size()) throw bad("lacks tensor " + expect.tensors[i].first);
     if (i >= expect.tensors.size()) throw bad("has tensor " + got_m.tensors[i].first + ", which this model lacks");

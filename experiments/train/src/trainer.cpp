@@ -419,8 +419,8 @@ long load_checkpoint(const std::string& path, Net& model, torch::optim::Optimize
   if (!ar.try_read("fingerprint", v) || !v.isString())
     throw std::invalid_argument("checkpoint " + path + " has no run fingerprint");
   if (v.toStringRef() != fp)
-    throw std::invalid_argument("checkpoint " + path + " was written by a run with other settings (" + v.toStringRef() +
-                                "), this run is (" + fp + ")");
+    throw std::invalid_argument("checkpoint " + path + " was written by a run with other settings: " +
+                                fingerprint_difference(v.toStringRef(), fp));
   try {
     model.load(ar);
     torch::serialize::InputArchive opt_ar;

@@ -120,6 +120,14 @@ TEST(TrainSmoke, ResumedRunEqualsUninterruptedRun) {
     TrainConfig other = small_lenet("float", 30);
     other.resume = (d / "ckpt.pt").string();
     EXPECT_THROW(tg::train::run_training(other), std::invalid_argument) << codec;
+    // and the message names the setting that differs, not two unlabelled lists of values
+    try {
+      tg::train::run_training(other);
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("--codec is " + std::string(codec) + " in the checkpoint, float in this run"),
+                std::string::npos)
+          << e.what();
+    }
   }
   fs::remove_all(d.parent_path());
 }

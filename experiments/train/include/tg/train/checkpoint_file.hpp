@@ -40,6 +40,10 @@ struct CheckpointManifest {
 
 /// The bytes to write: archive + residual section + manifest + footer. `residuals` must have the
 /// manifest's residual shape (std::logic_error otherwise); nullptr when residual_workers is 0.
+// Which settings differ between a checkpoint's run fingerprint (got) and this run's (want), named as the
+// options that set them: "--model is lenet in the checkpoint, cifarnet in this run; --lr is ...".
+std::string fingerprint_difference(const std::string& got, const std::string& want);
+
 std::string seal_checkpoint(const std::string& archive, const CheckpointManifest& m, const Residuals* residuals = nullptr);
 
 /// Reads `path` (a regular file only, at most kCheckpointMaxBytes), verifies footer and CRC32C, and
