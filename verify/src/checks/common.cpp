@@ -490,16 +490,16 @@ float first_row_scalar(const Draws& d) {
   return 0.0f;
 }
 Draws draw_one(Ctx& c, const std::vector<float>& g, const Params& params, const StreamKey& key) {
-  Draws dr = c.sampler.draw({g, params, key, 1, std::nullopt});
-  if (dr.d != g.size() || dr.steps != 1 || dr.scalars.size() != 1 || dr.trits.size() != g.size())
-    throw Error(ErrorCode::invalid_argument, "implementation returned draws of the wrong size");
-  if (row_without_scalar(dr, 0) && std::any_of(g.begin(), g.end(), [](float x) { return x != 0.0f; })) {
-    constexpr std::uint32_t kMore = 8;
-    const Draws more = c.sampler.draw({g, params, key, kMore, std::nullopt});
-    if (more.d != g.size() || more.steps != kMore || more.scalars.size() != kMore || more.trits.size() != kMore * g.size())
+  const auto request = [&](std::uint32_t steps) {
+    Draws dr = c.sampler.draw({g, params, key, steps, std::nullopt});
+    if (dr.d != g.size() || dr.steps != steps || dr.scalars.size() != steps || dr.trits.size() != steps * g.size())
       throw Error(ErrorCode::invalid_argument, "implementation returned draws of the wrong size");
-    dr.scalars[0] = first_row_scalar(more);
-  }
+    return dr;
+  };
+  Draws dr = request(1);
+  // An empty row from a nonzero gradient carries no scalar; steps 1..7 of the same key give it.
+  if (row_without_scalar(dr, 0) && std::any_of(g.begin(), g.end(), [](float x) { return x != 0.0f; }))
+    dr.scalars[0] = first_row_scalar(request(8));
   return dr;
 }
 bool count_defect(const Draws& dr, const std::string& what, std::uint64_t& bad, std::string& msg) {
