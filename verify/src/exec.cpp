@@ -302,8 +302,10 @@ class ServeSampler : public Sampler {
 
   Draws draw(const DrawRequest& r) override {
     SignalGuard::check();
+    refuse_unrequested_output();
     fs::path in = dir_ / "g.npy", out = dir_ / "out.npy";
     const std::string args = request_args(r, in, out);
+    last_request_ = args;
     const std::string line = args + "\n";
     if (::write(to_child_, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
       fail("could not send a request (" + std::string(std::strerror(errno)) + ")");
@@ -345,6 +347,27 @@ class ServeSampler : public Sampler {
     std::string hello = read_line("the handshake");
     if (hello != "terngrad-serve 1")
       fail("its first line was '" + printable_line(hello.substr(0, 200)) + "', not the handshake 'terngrad-serve 1' (docs/battery.md, serve:)");
+  }
+
+  // One answer line per request: a line (or part of one) already written when the next request is due would be
+  // taken as that request's answer, so it is refused, naming the request it followed.
+  void refuse_unrequested_output() {
+    for (;;) {
+      pollfd p{from_child_, POLLIN, 0};
+      const int ready = ::poll(&p, 1, 0);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0 || !(p.revents & POLLIN)) break;
+      char chunk[4096];
+      const ssize_t n = ::read(from_child_, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // its end of output: the request's read reports it
+      buffer_.append(chunk, static_cast<std::size_t>(n));
+      if (buffer_.size() > kMaxLine) break;
+    }
+    if (buffer_.empty()) return;
+    const std::string extra = buffer_.substr(0, std::min<std::size_t>(buffer_.find('\n'), 200));
+    fail("it wrote '" + printable_line(extra) + "' after its answer to the request: " + last_request_ +
+         " (one answer line per request)");
   }
 
   // One line from the program, within the per-request timeout; interruption and death are errors.
@@ -416,6 +439,7 @@ class ServeSampler : public Sampler {
   pid_t pid_ = -1;
   int to_child_ = -1, from_child_ = -1;
   std::string buffer_;
+  std::string last_request_ = "(none: the handshake)";
 };
 }  // namespace
 

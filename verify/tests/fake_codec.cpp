@@ -1,8 +1,8 @@
 // terngrad-bench: a stand-in external codec for the exec-protocol tests (tests/test_exec.cpp).
 // Speaks the protocol of docs/battery.md; `--mode` picks a behaviour: good (reference codec), fail,
 // sleep, wrong-shape, wrong-dtype, nan, bad-values, no-output, garbage, plain, clip-only; with
-// --serve the persistent form (serve:), where die (exits at the first request) and chatter (answers
-// something else than ok) are two more.
+// --serve the persistent form (serve:), where die (exits at the first request), chatter (answers
+// something else than ok) and twice (answers every request with two lines "ok") are three more.
 //   tg_verify_fake_codec --mode good --input g.npy --output out.npy --seed 1 ... --steps 2
 //   tg_verify_fake_codec --mode good --serve
 #include <chrono>
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
     for (auto& w : words(line)) args.push_back(w);
     int rc = handle(args);
     if (mode == "chatter") std::cout << "hello" << std::endl;
-    else if (rc == 0) std::cout << "ok" << std::endl;
+    else if (rc == 0) std::cout << (mode == "twice" ? "ok\nok" : "ok") << std::endl;
     else std::cout << "error the fake codec failed with status " << rc << std::endl;
   }
   return 0;

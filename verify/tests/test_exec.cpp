@@ -128,6 +128,20 @@ TEST(Serve, ErrorsNameTheProblem) {
   EXPECT_NE(serve_error_of("chatter").find("answered 'hello' instead of 'ok'"), std::string::npos);
   EXPECT_NE(serve_error_of("wrong-shape").find("shape (75,), expected (2, 37)"), std::string::npos);
   EXPECT_NE(serve_error_of("garbage").find("malformed .npy"), std::string::npos);
+  {  // a second answer to one request is refused at the next one, not taken as its answer
+    auto s = make_serve_sampler(fake("twice"), {30.0});
+    auto g = gradient(37);
+    EXPECT_NO_THROW(s->draw({g, Params{}, {9, 1, 2, 3}, 2, std::nullopt}));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the second line has arrived
+    try {
+      s->draw({g, Params{}, {9, 1, 2, 5}, 2, std::nullopt});
+      ADD_FAILURE() << "a second answer was taken as the next request's";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("it wrote 'ok' after its answer to the request: --input"), std::string::npos) << what;
+      EXPECT_NE(what.find("--step 3 "), std::string::npos) << what;  // the request it followed
+    }
+  }
   // a program that does not speak the persistent form fails the handshake, and one that exits before it
   // too; either way the sampler's temporary folder is removed and SIGPIPE's disposition restored
   namespace fs = std::filesystem;
