@@ -371,8 +371,23 @@ TEST(Codec, SharedScalarAndExactAggregation) {
   // payloads with different scalars cannot be aggregated exactly
   auto a = tg::encode(tg::reference_codec(), grads[0], {}, {0, 0, 7, 0});
   auto b = tg::encode(tg::reference_codec(), grads[1], {}, {0, 1, 7, 0});
-  std::vector<std::span<const std::uint8_t>> views = {a, b};
-  EXPECT_THROW(tg::aggregate(tg::reference_codec(), views), tg::Error);
+  // payloads that do not match are refused naming the field that differs and the fix for it
+  const std::vector<float> shorter(grads[0].begin(), grads[0].begin() + 500);
+  auto c = tg::encode(tg::reference_codec(), shorter, {}, {0, 1, 7, 0});
+  auto other_tensor = tg::encode(tg::reference_codec(), grads[0], {}, {0, 1, 8, 0});
+  for (const auto& [second, want] : {std::pair<const std::vector<std::uint8_t>*, std::string>{&b, "shared scalar"},
+                                     {&c, "500 elements"},
+                                     {&other_tensor, "different tensors"}}) {
+    std::vector<std::span<const std::uint8_t>> views = {a, *second};
+    try {
+      tg::aggregate(tg::reference_codec(), views);
+      ADD_FAILURE() << "aggregated mismatched payloads: " << want;
+    } catch (const tg::Error& e) {
+      EXPECT_EQ(e.code(), tg::ErrorCode::scalar_mismatch);
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      if (second != &b) EXPECT_EQ(std::string(e.what()).find("shared scalar"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Codec, LayerwiseEqualsIndependentEncodes) {

@@ -182,11 +182,16 @@ class PySampler : public tv::Sampler {
     nb::object out = fn_(g, "seed"_a = r.key.seed, "worker"_a = r.key.worker, "tensor"_a = r.key.tensor,
                          "step"_a = r.key.step, "steps"_a = r.steps, "clip"_a = tg::to_string(r.params.clip),
                          "c"_a = r.params.c, "scalar"_a = scalar);
-    if (nb::isinstance<nb::tuple>(out) && nb::len(out) == 2) {
-      View<std::int8_t> t = view_of<std::int8_t>(out[0], "draw() trits");
+    if (nb::isinstance<nb::tuple>(out) && nb::len(out) != 2)
+      bad_input("draw() returned a tuple of " + std::to_string(nb::len(out)) +
+                " items: return the values (float32, shape (steps, g.size)) or the pair (trits, scalars); " +
+                request_note(r));
+    if (nb::isinstance<nb::tuple>(out)) {
+      View<std::int8_t> t = view_of<std::int8_t>(out[0], "draw() trits", false);  // its shape named first
       View<float> s = view_of<float>(out[1], "draw() scalars");
       require_two_dimensions(t.array, r.steps, d, "draw() trits");
       check_rows(t.array, r.steps, d, "draw() trits");
+      require_contiguous(t, "draw() trits");
       if (s.span.size() != r.steps)
         bad_input("draw() returned " + std::to_string(s.span.size()) + " scalars for " + std::to_string(r.steps) +
                   " steps");
@@ -209,9 +214,10 @@ class PySampler : public tv::Sampler {
                     ") (" + tv::gradient_range_note(r.g) + "); " + request_note(r));
       return dr;
     }
-    View<float> v = view_of<float>(out, "draw() output");
+    View<float> v = view_of<float>(out, "draw() output", false);  // a transposed array: its shape named first
     require_two_dimensions(v.array, r.steps, d, "draw() output");
     check_rows(v.array, r.steps, d, "draw() output");
+    require_contiguous(v, "draw() output");
     try {
       return tv::draws_from_values(v.span, d, r.steps, r.scalar, "draw() output");
     } catch (const tg::Error& e) {  // a non-finite value: the gradient's range shows an overflow or underflow

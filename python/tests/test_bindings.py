@@ -146,6 +146,11 @@ def test_shared_scalar_and_exact_aggregation():
     with pytest.raises(tg.CodecError) as e:
         tg.aggregate(payloads[:3] + [tg.encode(grads[0], worker=3)])
     assert e.value.code == "scalar_mismatch" and "shared scalar" in str(e.value)
+    # another element count or another tensor is named as such, not as a scalar to share
+    with pytest.raises(tg.CodecError, match="500 elements.*same number of elements"):
+        tg.aggregate([payloads[0], tg.encode_with_scalar(grads[1][:500], s, worker=1, step=2)])
+    with pytest.raises(tg.CodecError, match="different tensors"):
+        tg.aggregate([payloads[0], tg.encode_with_scalar(grads[1], s, worker=1, tensor=3, step=2)])
     with pytest.raises(tg.CodecError, match="shared scalar"):
         tg.encode_with_scalar(grads[0], float("nan"))
 

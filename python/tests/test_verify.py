@@ -412,8 +412,19 @@ def test_run_reports_what_a_broken_function_returns():
         tv.run(wrong_shape)
     with pytest.raises(TypeError, match=r"draw\(\) output must have dtype float32, got float64"):
         tv.run(wrong_dtype)
+    def transposed(g, *, steps, **_):
+        return np.zeros((steps, g.size), np.float32).T
+
+    def triple(g, *, steps, **_):
+        return np.zeros((steps, g.size), np.int8), np.ones(steps, np.float32), None
+
     with pytest.raises(ZeroDivisionError, match="inside the codec"):
         tv.run(raises)
+    # a transposed answer is named for its shape (it is not contiguous either); a tuple for its length
+    with pytest.raises(tg.CodecError, match=r"draw\(\) output has shape \(\d+, \d+\), expected .*transposed\?"):
+        tv.run(transposed)
+    with pytest.raises(tg.CodecError, match=r"draw\(\) returned a tuple of 3 items: .*\(trits, scalars\)"):
+        tv.run(triple)
     with pytest.raises(TypeError, match="impl must be a name"):
         tv.run(42)
     with pytest.raises(tg.CodecError, match="unknown --impl"):

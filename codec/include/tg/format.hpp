@@ -53,6 +53,11 @@ void write_header(const Header& header, std::span<std::uint8_t> out);
 /// Throws tg::Error with the matching code; never reads outside `payload`.
 Header parse_header(std::span<const std::uint8_t> payload);
 
+/// Aggregation sums the trits of one tensor's payloads from every worker: payload w must carry payload 0's
+/// tensor id, element count and scalar (bit for bit). Throws ErrorCode::scalar_mismatch naming the field that
+/// differs and what to do about it.
+void require_aggregable(const Header& first, const Header& h, std::size_t w);
+
 /// CRC32C (Castagnoli, reflected, init and final xor 0xffffffff); "123456789" -> 0xe3069283.
 std::uint32_t crc32c(std::span<const std::uint8_t> bytes);
 /// crc32c of A followed by B from crc32c(A), crc32c(B) and |B| (as zlib's crc32_combine): the CRC of a

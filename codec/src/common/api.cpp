@@ -316,14 +316,8 @@ Aggregate aggregate(const Codec& codec, const std::vector<std::span<const std::u
       agg.scalar = h.scalar;
       agg.sums.assign(h.count, 0);
       trits.resize(h.count);
-    } else if (std::memcmp(&h.scalar, &first.scalar, 4) != 0 || h.count != first.count ||
-               h.tensor != first.tensor) {
-      throw Error(ErrorCode::scalar_mismatch,
-                  "payload " + std::to_string(w) + " (tensor " + std::to_string(h.tensor) + ", " +
-                      std::to_string(h.count) + " elements, scalar " + std::to_string(h.scalar) +
-                      ") does not match payload 0 (tensor " + std::to_string(first.tensor) + ", " +
-                      std::to_string(first.count) + " elements, scalar " +
-                      std::to_string(first.scalar) + "): encode with a shared scalar");
+    } else {
+      require_aggregable(first, h, w);
     }
     codec.unpack(h.packing, payloads[w].subspan(kHeaderBytes), trits);
     std::int32_t* sums = agg.sums.data();

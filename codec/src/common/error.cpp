@@ -27,7 +27,7 @@ namespace {
 std::string non_finite_message(std::uint32_t tensor, std::uint64_t index, float value) {
   const char* what = std::isnan(value) ? "NaN" : (value > 0 ? "+Inf" : "-Inf");
   return "tensor " + std::to_string(tensor) + ": " + what + " at index " + std::to_string(index) +
-         " (gradients must be finite; nothing was encoded)";
+         " (gradients must be finite; nothing was computed or written)";
 }
 }  // namespace
 

@@ -1,5 +1,6 @@
 // terngrad-bench: payload header and CRC32C (layout in tg/format.hpp).
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -245,6 +246,21 @@ Header parse_header(std::span<const std::uint8_t> payload) {
   if (crc32c(payload.subspan(kHeaderBytes)) != h.body_crc)
     throw Error(ErrorCode::crc_mismatch, "body checksum mismatch (corrupted body)");
   return h;
+}
+
+void require_aggregable(const Header& first, const Header& h, std::size_t w) {
+  const bool same_scalar = std::memcmp(&h.scalar, &first.scalar, 4) == 0;
+  if (same_scalar && h.count == first.count && h.tensor == first.tensor) return;
+  char b[512];
+  const char* fix = h.tensor != first.tensor  ? "payloads of different tensors: aggregate one tensor's payloads at a time"
+                    : h.count != first.count ? "one tensor has the same number of elements on every worker"
+                                             : "encode every worker's payload with one shared scalar (shared_scalar)";
+  std::snprintf(b, sizeof b,
+                "payload %zu (tensor %u, %llu elements, scalar %.9g) does not match payload 0 (tensor %u, %llu "
+                "elements, scalar %.9g): %s",
+                w, h.tensor, static_cast<unsigned long long>(h.count), static_cast<double>(h.scalar), first.tensor,
+                static_cast<unsigned long long>(first.count), static_cast<double>(first.scalar), fix);
+  throw Error(ErrorCode::scalar_mismatch, b);
 }
 
 }  // namespace tg

@@ -357,13 +357,8 @@ Aggregate aggregate_payloads(const std::vector<std::span<const std::uint8_t>>& p
     if (h.packing == Packing::float32) throw Error(ErrorCode::bad_packing, "payload carries float32 values, not trits");
     if (w == 0) {
       first = h;
-    } else if (std::memcmp(&h.scalar, &first.scalar, 4) != 0 || h.count != first.count || h.tensor != first.tensor) {
-      throw Error(ErrorCode::scalar_mismatch,
-                  "payload " + std::to_string(w) + " (tensor " + std::to_string(h.tensor) + ", " +
-                      std::to_string(h.count) + " elements, scalar " + std::to_string(h.scalar) +
-                      ") does not match payload 0 (tensor " + std::to_string(first.tensor) + ", " +
-                      std::to_string(first.count) + " elements, scalar " + std::to_string(first.scalar) +
-                      "): encode with a shared scalar");
+    } else {
+      require_aggregable(first, h, w);
     }
     if (h.packing != first.packing) mixed_packings = true;
   }
