@@ -21,6 +21,7 @@ namespace {
 struct TrainCli {
   std::string json;  // FILE, or "-" for stdout
   bool progress = false, no_progress = false;
+  bool check_options = false;  // `terngrad launch` checks the options once this way before it starts the ranks
 };
 
 void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) {
@@ -116,6 +117,7 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
                   "Write that step's exchange (every worker's payload bytes per tensor, the gradients) to --out/dump-step<N> (default -1: none)")
       ->check(tg::app::in_range(0L, 1L << 31));
   sub->add_option("--json", cli.json, "Also write the run summary as JSON to FILE ('-': on stdout, instead of the text)")->check(non_empty_path());
+  sub->add_flag("--check-options", cli.check_options, "Check the options and exit (used by `terngrad launch`)")->group("");
   // options that only some runs use are refused in the others, not ignored (c outlives the parse: it is the
   // command's shared TrainConfig)
   tg::train::TrainConfig* cfg = &c;
@@ -168,6 +170,7 @@ int run_train(tg::train::TrainConfig c, const TrainCli& cli) {
   for (const auto& [option, path] : {std::pair{"--json", cli.json}, std::pair{"--checkpoint", c.checkpoint}})
     tg::app::check_output_not_in_folder(option, path, "--out", c.out_dir,
                                         {"run.json", "steps.csv", "ranks.csv", "layers.csv", "evals.csv", "live_checks.csv"});
+  if (cli.check_options) return 0;
   if (!c.out_dir.empty())
     tg::app::note_on_interrupt("no summary written; --out " + c.out_dir +
                                    " keeps the run as of its last write (run.json: \"finished\": false)",

@@ -316,8 +316,9 @@ std::string ignored_option(const CLI::App& sub);
 // "" when no comma-separated option is given an empty item, else the error line ("terngrad SUB: ...").
 // CLI11 drops empty items ("--methods float,,tern" ran float and tern, "--workers 4," ran 4), so this
 // reads the arguments themselves (args: argv[1..]), before the parse: "--opt a,,b", "--opt=a,", "--opt ''".
-// Also a list option given twice (CLI11 merged "--workers 1 --workers 2" into one list).
-std::string empty_list_item(const CLI::App& app, const std::vector<std::string>& args);
+// Also a list option given twice (CLI11 merged "--workers 1 --workers 2" into one list), and an empty value
+// of any other option or an empty positional argument (an unset variable: "--profile $P", "compare $A $B").
+std::string empty_argument(const CLI::App& app, const std::vector<std::string>& args);
 // An implementation run as another program (exec:CMD, serve:CMD): the one that --exec-timeout bounds.
 inline bool external_impl(const std::string& impl) { return impl.rfind("exec:", 0) == 0 || impl.rfind("serve:", 0) == 0; }
 // Every item of a comma-separated list, empty ones included (common/include/tg/split.hpp).

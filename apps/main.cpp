@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
   std::vector<tg::app::Command> commands = tg::app::all_commands();
   for (auto& c : commands) c.add(app);
   tg::app::strict_numbers(app);
-  if (const std::string why = tg::app::empty_list_item(app, std::vector<std::string>(argv + 1, argv + argc));
+  if (const std::string why = tg::app::empty_argument(app, std::vector<std::string>(argv + 1, argv + argc));
       !why.empty()) {
     std::fputs(tg::app::elide_middle(why, 500).append("\n").c_str(), stderr);
     return 2;

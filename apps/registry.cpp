@@ -373,7 +373,7 @@ std::string ignored_option(const CLI::App& sub) {
   return "";
 }
 
-std::string empty_list_item(const CLI::App& app, const std::vector<std::string>& args) {
+std::string empty_argument(const CLI::App& app, const std::vector<std::string>& args) {
   // the subcommand: the first argument that names one (the program's own flags come before it)
   const CLI::App* sub = nullptr;
   std::size_t i = 0;
@@ -381,9 +381,9 @@ std::string empty_list_item(const CLI::App& app, const std::vector<std::string>&
     for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; }))
       if (s->get_name() == args[i]) sub = s;
   if (!sub) return "";
-  auto list_option = [&](const std::string& name) -> const CLI::Option* {  // name: "--workers" or "-w"
+  auto named_option = [&](const std::string& name, bool lists_only) -> const CLI::Option* {  // "--workers", "-w"
     for (const CLI::Option* o : sub->get_options()) {
-      if (o->get_delimiter() != ',') continue;
+      if (lists_only && o->get_delimiter() != ',') continue;
       for (const auto& l : o->get_lnames())
         if (name == "--" + l) return o;
       for (const auto& s : o->get_snames())
@@ -403,14 +403,30 @@ std::string empty_list_item(const CLI::App& app, const std::vector<std::string>&
                                  : " has an empty item in '" + elide_middle(value, 80) + "'";
     return where + ": " + o->get_name() + what + " (a comma-separated list, no item empty; see " + where + " --help)";
   };
+  // Any other option given "" (an unset variable) is named as such, not reported as the value's own problem
+  // ("--profile:  not in {quick,ci,full}", "cannot open : No such file"); an empty positional argument too.
+  auto empty = [&](const std::string& what) {
+    const std::string where = "terngrad " + sub->get_name();
+    return where + ": " + what + " (an unset variable?; see " + where + " --help)";
+  };
   const CLI::Option* taking = nullptr;  // the list option whose values the next arguments are
+  const CLI::Option* value_of = nullptr;  // the option, not a list, whose values the next arguments are
+  int values_left = 0;                    // how many (verify --samples G V: two)
   std::vector<const CLI::Option*> given;  // the list options seen so far
+  std::size_t positional = 0;
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--") break;
     if (a.size() > 1 && a[0] == '-' && !(std::isdigit(static_cast<unsigned char>(a[1])) || a[1] == '.')) {
       const std::size_t eq = a.find('=');
-      taking = list_option(a.substr(0, eq));
+      taking = named_option(a.substr(0, eq), true);
+      const CLI::Option* o = named_option(a.substr(0, eq), false);
+      value_of = o && !taking && o->get_expected_min() > 0 ? o : nullptr;
+      values_left = value_of ? o->get_expected_min() : 0;
+      if (value_of && eq != std::string::npos) {
+        if (eq + 1 == a.size()) return empty(value_of->get_name() + " is given an empty value");
+        if (--values_left == 0) value_of = nullptr;
+      }
       // a list given twice was merged into one (--workers 1 --workers 2 ran 1,2); every other option given
       // twice is refused by CLI11 ("given 2 times")
       if (taking && std::find(given.begin(), given.end(), taking) != given.end()) {
@@ -426,6 +442,11 @@ std::string empty_list_item(const CLI::App& app, const std::vector<std::string>&
       continue;
     }
     if (taking && has_empty_item(a)) return message(taking, a);
+    if (a.empty())
+      return empty(value_of ? value_of->get_name() + " is given an empty value"
+                            : "argument " + std::to_string(positional + 1) + " (not an option's value) is empty");
+    if (!taking && !value_of) ++positional;
+    if (value_of && --values_left == 0) value_of = nullptr;
   }
   return "";
 }

@@ -310,6 +310,10 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("model: --workers is given more than once" model --net lenet --compute-s 1 --workers 1 --workers 2)
     expect_usage_error("verify: --skip has an empty item in ',cross'" verify --skip=,cross --profile quick)
     expect_usage_error("verify: --skip is given an empty value" verify --skip= --profile quick)
+    # any other option given "" (an unset variable) is named as such, before its value's own checks
+    expect_usage_error("verify: --profile is given an empty value (an unset variable?" verify --profile= ABSENT)
+    expect_usage_error("report: --python is given an empty value" report --python= ABSENT)
+    expect_usage_error("train: --data-dir is given an empty value" train --data mnist --data-dir= ABSENT)
     # an output that names an input would replace it (checked before the inputs are read)
     file(WRITE "${scratch}/in-g.npy" "not read")
     file(WRITE "${scratch}/in-v.npy" "not read")
@@ -558,6 +562,9 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("--nproc" launch --nproc 0)
     expect_usage_error("unknown option --workers (did you mean --nproc?)" launch --workers 2)  # a known other name
     expect_usage_error("--grace-s" launch --grace-s nan)
+    # the train options are checked once, before any rank starts: one line, not one per rank
+    expect_usage_error("no rank was started: terngrad train: unknown option --bogus" launch --nproc 3 -- --bogus)
+    expect_usage_error("no rank was started: terngrad train: --lr: must be a number in" launch --nproc 2 -- --lr 1e9)
   elseif(sub STREQUAL "report")
     expect_usage_error("/nonexistent/reports" report --reports /nonexistent/reports)
     expect_usage_error("--note" report --note /dev/zero)  # reached 7.5 GB

@@ -61,26 +61,24 @@ int launch(const LaunchOptions& o) {
       throw std::invalid_argument("option " + a + " is set by the launcher; remove it from the train options");
   std::string exe = o.exe.empty() ? std::string("/proc/self/exe") : o.exe;
   int port = o.port > 0 ? o.port : free_port(o.addr);
-  std::fprintf(stderr, "terngrad launch: %d ranks, store on %s:%d\n", o.nproc, o.addr.c_str(), port);
   struct sigaction sa{};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
-  std::vector<pid_t> pids;
-  for (int r = 0; r < o.nproc; ++r) {
+  auto rank_args = [&](int r) {
     std::vector<std::string> args = {"terngrad", "train"};
     args.insert(args.end(), o.train_args.begin(), o.train_args.end());
     for (const auto& extra : {std::string("--rank"), std::to_string(r), std::string("--world-size"), std::to_string(o.nproc),
                               std::string("--master-addr"), o.addr, std::string("--master-port"), std::to_string(port)})
       args.push_back(extra);
-    const pid_t launcher = ::getpid();
+    return args;
+  };
+  const pid_t launcher = ::getpid();
+  auto start = [&](std::vector<std::string> args, int stderr_to = -1) {  // -1: fork failed
     pid_t pid = ::fork();
-    if (pid < 0) {
-      for (pid_t p : pids) ::kill(p, SIGKILL);
-      throw std::runtime_error(std::string("cannot start a rank: ") + std::strerror(errno));
-    }
     if (pid == 0) {
+      if (stderr_to >= 0) ::dup2(stderr_to, STDERR_FILENO);
       // A rank never outlives its launcher: SIGKILL when the launcher dies, however it dies (kept
       // across execv). Checked once more in case the launcher died before prctl.
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -91,6 +89,47 @@ int launch(const LaunchOptions& o) {
       ::execv(exe.c_str(), argv.data());
       std::fprintf(stderr, "terngrad launch: cannot run %s: %s\n", exe.c_str(), std::strerror(errno));
       ::_exit(127);
+    }
+    return pid;
+  };
+
+  // The train options are checked once, by rank 0's command line with --check-options (parsed and checked, nothing
+  // run): a refused option is said once, in the launcher's own error line, not by every rank.
+  {
+    std::vector<std::string> args = rank_args(0);
+    args.push_back("--check-options");
+    int err[2];
+    if (::pipe(err) != 0) throw std::runtime_error(std::string("cannot open a pipe: ") + std::strerror(errno));
+    const pid_t pid = start(args, err[1]);
+    ::close(err[1]);
+    std::string said;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(err[0], buf, sizeof buf)) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      if (said.size() < 4096) said.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(err[0]);
+    if (pid < 0) throw std::runtime_error(std::string("cannot start a process: ") + std::strerror(errno));
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+      while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
+      for (std::size_t at; (at = said.find('\n')) != std::string::npos;) said.replace(at, 1, " | ");
+      throw std::invalid_argument("no rank was started: " + (said.empty() ? "the train options were refused (" +
+                                                                              describe(status) + ")"
+                                                                        : said));
+    }
+  }
+  std::fprintf(stderr, "terngrad launch: %d ranks, store on %s:%d\n", o.nproc, o.addr.c_str(), port);
+
+  std::vector<pid_t> pids;
+  for (int r = 0; r < o.nproc; ++r) {
+    pid_t pid = start(rank_args(r));
+    if (pid < 0) {
+      for (pid_t p : pids) ::kill(p, SIGKILL);
+      throw std::runtime_error(std::string("cannot start a rank: ") + std::strerror(errno));
     }
     pids.push_back(pid);
   }
