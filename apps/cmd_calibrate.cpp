@@ -42,6 +42,12 @@ int run_calibrate(const CalibrateCliOptions& o) {
   check_seed_range(o.seed, o.seeds);
   ExecOptions eo;
   eo.timeout_s = o.exec_timeout;
+  // Calibration measures the battery under the null: a mutant is broken on purpose, and its "anti-conservative"
+  // rows would say nothing about the battery (verify --impl mutant:NAME shows that it is caught).
+  if (o.impl.rfind("mutant:", 0) == 0)
+    throw Error(ErrorCode::invalid_argument, "--impl " + o.impl +
+                                                 ": calibrate needs a correct implementation (the null); a mutant is "
+                                                 "broken on purpose: terngrad verify --impl " + o.impl + " shows it is caught");
   make_sampler(o.impl, eo);  // a bad name or an unavailable implementation fails here, before the run
   // the outputs too, before the run ("-": stdout; --output - is the table there, as without it)
   check_distinct_outputs("--json", o.json, "--output", o.out);

@@ -91,7 +91,9 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
       ->check(tg::app::in_range(0.1, 86400.0));
   sub->add_option("--external-store", c.external_store, "The store is hosted by `terngrad train-store` (a subcommand left out of `terngrad --help`; see `terngrad train-store --help`), not by rank 0");
   // Set by `terngrad launch` (or by hand to start ranks one by one).
-  sub->add_option("--rank", c.rank, "Rank of this process in a multi-process run (default -1: none given, one process)")->check(tg::app::in_range(0, 1023));
+  sub->add_option("--rank", c.rank, "Rank of this process in a multi-process run (default: none, one process)")
+      ->check(tg::app::in_range(0, 1023))
+      ->default_str("none");
   sub->add_option("--world-size", c.world_size, "Number of ranks (0: simulation in one process)")->check(tg::app::in_range(0, 1024));
   sub->add_option("--master-addr", c.master_addr, "Address of the rendezvous store");
   sub->add_option("--master-port", c.master_port, "Port of the rendezvous store")->check(tg::app::in_range(1, 65535));
@@ -114,8 +116,9 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   sub->add_option("--live-check-layers", c.live_check.layers,
                   "Tensors to check: largest (default), all, or comma-separated names or indices of ternary tensors");
   sub->add_option("--dump-step", c.dump_step,
-                  "Write that step's exchange (every worker's payload bytes per tensor, the gradients) to --out/dump-step<N> (default -1: none)")
-      ->check(tg::app::in_range(0L, 1L << 31));
+                  "Write that step's exchange (every worker's payload bytes per tensor, the gradients) to --out/dump-step<N> (default: none)")
+      ->check(tg::app::in_range(0L, 1L << 31))
+      ->default_str("none");
   sub->add_option("--json", cli.json, "Also write the run summary as JSON to FILE ('-': on stdout, instead of the text)")->check(non_empty_path());
   sub->add_flag("--check-options", cli.check_options, "Check the options and exit (used by `terngrad launch`)")->group("");
   // options that only some runs use are refused in the others, not ignored (c outlives the parse: it is the

@@ -207,6 +207,18 @@ int run_samples(const VerifyOptions& o) {
   }
   std::optional<float> shared;
   if (o.scalar >= 0.0) shared = static_cast<float>(o.scalar);
+  if (shared && *shared == 0.0f && o.scalar > 0.0)  // the draws' scalar is a float32: 1e-46 would be read as 0
+    throw Error(ErrorCode::invalid_argument,
+                strf("--scalar %g is below the smallest positive float32 (1.4e-45): it would be read as 0", o.scalar));
+  // Each pair is one layer: a draws file given for two layers (the same pair twice, or one file of draws for two
+  // gradients) is a slip, not a layer-wise gradient whose layers happen to have the same draws.
+  for (std::size_t i = 1; i < o.samples.size(); i += 2)
+    for (std::size_t k = 1; k < i; k += 2)
+      if (same_file(o.samples[i], o.samples[k]))
+        throw Error(ErrorCode::invalid_argument,
+                    strf("--samples: the draws file %s is given for layer %zu and for layer %zu (each --samples G V "
+                         "pair is one layer, with its own draws)",
+                         o.samples[i].c_str(), k / 2, i / 2));
   check_outputs(o);  // before the files are read
   std::vector<NpyArray> grads, values;
   std::vector<Draws> draws;

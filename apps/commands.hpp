@@ -304,7 +304,8 @@ inline CLI::Option* hidden_alias<bool>(CLI::App* sub, const std::string& alias, 
 // states its range with in_range; main() words any conversion CLI11 still refuses as "cannot take".
 void strict_numbers(CLI::App& app);
 // "" when no comma-separated option of the parsed subcommand names an item twice (--skip cross,cross ran as one
-// skip, converge --methods tern,tern twice), else the message.
+// skip, converge --methods tern,tern twice) and no flag is given twice (compare --no-shared --no-shared), else
+// the message.
 std::string repeated_item(const CLI::App& sub);
 // An option given where the run does not use it is refused, not ignored. only_with(sub, "--gamma",
 // "--schedule const", [o] { return o->schedule == "const"; }) says that --gamma of `sub` is used only when

@@ -336,6 +336,9 @@ void strict_numbers(CLI::App& app) {
 
 std::string repeated_item(const CLI::App& sub) {
   for (const CLI::Option* opt : sub.get_options()) {
+    // a flag given twice (CLI11 counts it; an option with a value given twice it refuses): refused alike
+    if (opt->get_expected_max() == 0 && opt->count() > 1)
+      return opt->get_name() + " given " + std::to_string(opt->count()) + " times (give it once)";
     if (opt->get_delimiter() != ',' || opt->count() == 0) continue;
     const std::vector<std::string> items = opt->results();
     for (std::size_t i = 0; i < items.size(); ++i)

@@ -312,11 +312,18 @@ foreach(sub IN LISTS subcommands)
     expect_usage_error("verify: --skip is given an empty value" verify --skip= --profile quick)
     # any other option given "" (an unset variable) is named as such, before its value's own checks
     expect_usage_error("verify: --profile is given an empty value (an unset variable?" verify --profile= ABSENT)
+    expect_usage_error("calibrate needs a correct implementation" calibrate --impl mutant:sign-error ABSENT)
+    expect_usage_error("compare: --no-shared given 2 times (give it once)" compare reference optimized --no-shared --no-shared ABSENT)
+    expect_usage_error("verify: --self-test given 3 times" verify --self-test --self-test --self-test ABSENT)
     expect_usage_error("report: --python is given an empty value" report --python= ABSENT)
     expect_usage_error("train: --data-dir is given an empty value" train --data mnist --data-dir= ABSENT)
     # an output that names an input would replace it (checked before the inputs are read)
     file(WRITE "${scratch}/in-g.npy" "not read")
     file(WRITE "${scratch}/in-v.npy" "not read")
+    expect_usage_error("--scalar 1e-46 is below the smallest positive float32" verify --samples "${scratch}/in-g.npy"
+                       "${scratch}/in-v.npy" --scalar 1e-46)
+    expect_usage_error("--samples: the draws file ${scratch}/./in-v.npy is given for layer 0 and for layer 1" verify
+                       --samples "${scratch}/in-g.npy" "${scratch}/in-v.npy" --samples "${scratch}/in-g.npy" "${scratch}/./in-v.npy")
     expect_usage_error("--json ${scratch}/in-g.npy is the input file given to --samples" verify --samples
                        "${scratch}/in-g.npy" "${scratch}/in-v.npy" --json "${scratch}/in-g.npy")
     expect_usage_error("--junit ${scratch}/./in-v.npy is the input file given to --samples" verify --samples

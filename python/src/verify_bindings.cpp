@@ -77,12 +77,19 @@ void require_finite(std::span<const float> g, std::size_t i, std::size_t count) 
 
 // A number given as the scalar: a TypeError naming it for anything else (a str, bytes, a dict, an array; a bool,
 // which would read as 1 or 0), not the cast's RuntimeError "std::bad_cast".
+// The scalar is a float32: a value that would become 0 or inf there (1e-46, 1e39) is named, not read as that.
 float scalar_number(nb::handle h, const std::string& what) {
-  float v = 0.0f;
+  double v = 0.0;
   if (nb::isinstance<nb::bool_>(h) || nb::isinstance<nb::str>(h) || nb::isinstance<nb::bytes>(h) ||
-      !nb::try_cast<float>(nb::borrow(h), v))
+      !nb::try_cast<double>(nb::borrow(h), v))
     throw nb::type_error((what + " must be a number or None, got " + py_type_name(h)).c_str());
-  return v;
+  const float f = static_cast<float>(v);
+  char b[64];
+  std::snprintf(b, sizeof b, "%g", v);
+  if (std::isfinite(v) && !std::isfinite(f))
+    bad_input(what + " " + b + " is above the largest float32 (3.4028235e+38)");
+  if (v != 0.0 && f == 0.0f) bad_input(what + " " + b + " is below the smallest positive float32 (1.4e-45): it would be read as 0");
+  return f;
 }
 
 // The shared scalar of tensor i: None, one float for every tensor, or a list with one entry each.

@@ -300,6 +300,11 @@ def _samples(a, verify):
                 if out and out != "-" and _same_file(out, inp):
                     raise UsageError(f"{option} {out} is the input file given to --samples: the output would replace "
                                      "it (give the output another name)")
+    for i, (_, vp) in enumerate(a.samples):  # each pair is one layer, with its own draws
+        for k, (_, earlier) in enumerate(a.samples[:i]):
+            if _same_file(vp, earlier):
+                raise UsageError(f"--samples: the draws file {vp} is given for layer {k} and for layer {i} (each "
+                                 "--samples G V pair is one layer, with its own draws)")
     grads, values = [], []
     for gp, vp in a.samples:
         grads.append(_load_npy(gp, np))
@@ -336,11 +341,16 @@ def _verify(a, verify):
                              "serve:CMD); this run would ignore it")
         target = _python_impl(impl[len("python:"):]) if impl.startswith("python:") else impl
         _check_outputs(a)
-        result = verify.run(target, profile=a.profile or "ci", seed=DEFAULT_SEED if a.seed is None else a.seed,
-                            skip=a.skip, supports=a.supports, alpha=a.alpha, beta=a.beta,
-                            progress=not a.no_progress, name=impl if target is not impl else None,
-                            reproducible=not a.unseeded,
-                            exec_timeout=300.0 if a.exec_timeout is None else a.exec_timeout)
+        try:
+            result = verify.run(target, profile=a.profile or "ci", seed=DEFAULT_SEED if a.seed is None else a.seed,
+                                skip=a.skip, supports=a.supports, alpha=a.alpha, beta=a.beta,
+                                progress=not a.no_progress, name=impl if target is not impl else None,
+                                reproducible=not a.unseeded,
+                                exec_timeout=300.0 if a.exec_timeout is None else a.exec_timeout)
+        except ValueError as e:  # the library's list of names: this command also takes a draw function
+            if not str(e).startswith("unknown --impl") or not str(e).endswith(")"):
+                raise
+            raise UsageError(str(e)[:-1] + "; here also python:MODULE:FUNCTION, a draw function)") from None
     if "-" not in (a.json, a.junit):  # a report on stdout goes there instead of the table
         sys.stdout.write(result.table())
     for path, text in ((a.json, result.to_json), (a.junit, result.to_junit)):

@@ -111,6 +111,15 @@ def test_a_shared_scalar_that_is_not_a_number_is_a_type_error(scalar):
         tv.check_values([g, g], [np.zeros((8, 64), np.float32)] * 2, scalar=[scalar, 1.0])
 
 
+@pytest.mark.parametrize("scalar, message", [(1e-46, "below the smallest positive float32"),
+                                             (1e39, "above the largest float32")])
+def test_a_shared_scalar_outside_float32_is_named(scalar, message):
+    # (1e-46 was read as 0: every row failed as if the codec had ignored the shared scalar)
+    g = gaussian(64, seed=4)
+    with pytest.raises(tg.CodecError, match=re.escape(f"scalar {scalar:g} is {message}")):
+        tv.check_values(g, np.zeros((8, 64), np.float32), scalar=scalar)
+
+
 def test_a_correct_third_party_codec_with_its_own_random_numbers_passes():
     """A TernGrad written with NumPy's generator (not Philox): different bytes, same distribution."""
     g = gaussian(4096, seed=4)
