@@ -411,7 +411,7 @@ static Command converge_command() {
                   "(one scalar for all blocks), tern-unshared (each worker's own scalar), qsgd (1 level, L2 scalar), "
                   "sign (scaled SignSGD), tern-mutant-2s (deliberately wrong: scalar doubled)")
         ->delimiter(',')->capture_default_str();
-    s->add_option("--c", o->c, "Clip factor: bound c*sigma for tern-clip / tern-saturate")->check(tg::app::in_range(1e-3, 1e6))->capture_default_str();
+    s->add_option("--c", o->c, "Clip factor: bound c*sigma for tern-clip / tern-saturate")->check(tg::app::in_range(tg::kMinClipFactor, tg::kMaxClipFactor))->capture_default_str();
     s->add_option("--workers", o->workers, "Simulated workers N")->check(tg::app::in_range(1, 1024))->capture_default_str();
     s->add_option("--batch", o->batch, "Samples per worker per step (uniform with replacement)")->check(tg::app::in_range(1, 100000))->capture_default_str();
     s->add_option("--steps", o->steps, "SGD steps T")->check(tg::app::in_range(1, 10000000))->capture_default_str();

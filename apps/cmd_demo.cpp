@@ -112,7 +112,7 @@ static Command demo_command() {
     sub->add_option("--seed", opts->seed, "Seed of the gradient and of the codec's stream");
     sub->add_option("--clip", opts->clip, "Clipping mode")->check(CLI::IsMember({"none", "clip", "saturate"}));
     sub->add_option("--packing", opts->packing, "Packing")->check(CLI::IsMember({"2bit", "base3"}));
-    sub->add_option("--c", opts->c, "Clip factor (bound c*sigma), with --clip clip or saturate")->check(tg::app::in_range(1e-3, 1e6));
+    sub->add_option("--c", opts->c, "Clip factor (bound c*sigma), with --clip clip or saturate")->check(tg::app::in_range(tg::kMinClipFactor, tg::kMaxClipFactor));
     tg::app::only_with(sub, "--c", "--clip clip or saturate", [opts] { return opts->clip != "none"; });
     return sub;
   };

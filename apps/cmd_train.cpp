@@ -52,7 +52,7 @@ void add_train_options(CLI::App* sub, tg::train::TrainConfig& c, TrainCli& cli) 
   sub->add_option("--shared-scalar", c.shared_scalar,
                   "TernGrad: every worker uses the max of the workers' scalars (true, the paper's scalar sharing) or its own (false)");
   sub->add_option("--clip", c.clip, "Clipping mode")->check(CLI::IsMember({"none", "clip", "saturate"}));
-  sub->add_option("--c", c.c, "Clip factor (bound c*sigma)")->check(tg::app::in_range(1e-3, 1e6));
+  sub->add_option("--c", c.c, "Clip factor (bound c*sigma)")->check(tg::app::in_range(tg::kMinClipFactor, tg::kMaxClipFactor));
   sub->add_option("--float-below", c.float_below, "Tensors with fewer elements stay float32 (0: none)");
   sub->add_option("--quantize-last", c.quantize_last, "Whether the last layer's tensors are ternarized");
   sub->add_option("--optimizer", c.optimizer, "Optimizer")->check(CLI::IsMember({"sgd", "momentum", "adam"}));

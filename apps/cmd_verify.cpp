@@ -357,7 +357,7 @@ static Command verify_command() {
         ->capture_default_str()
         ->needs(samples);
     sub->add_option("--c", opts->c, "With --samples: the clipping factor c (bound c * sigma)")
-        ->check(tg::app::in_range(1e-3, 1e6))
+        ->check(tg::app::in_range(tg::kMinClipFactor, tg::kMaxClipFactor))
         ->capture_default_str()
         ->needs(samples);
     sub->add_option("--scalar", opts->scalar, "With --samples: the shared scalar the draws were asked for, if any")

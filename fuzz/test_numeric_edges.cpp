@@ -98,7 +98,7 @@ TEST(NumericEdges, NonFiniteSharedScalarOrClipFactorIsRejected) {
     float scalars[2] = {1.0f, s};
     EXPECT_THROW(tg::shared_scalar(scalars), tg::Error);
   }
-  for (double c : {std::nan(""), HUGE_VAL, 0.0, -1.0}) {
+  for (double c : {std::nan(""), HUGE_VAL, 0.0, -1.0, 1e-320, 9.99e-4, 1.0001e6}) {  // outside [1e-3, 1e6]
     tg::Params q;
     q.c = c;
     q.clip = tg::ClipMode::clip;

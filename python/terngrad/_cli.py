@@ -93,10 +93,11 @@ def _timeout(text):
     return v
 
 
-def _positive(text):
+def _clip_factor(text):
+    """--c: the codec takes [1e-3, 1e6] (kMinClipFactor, kMaxClipFactor), as `terngrad verify --c`."""
     v = _number(text)
-    if not (v > 0 and v < float("inf")):
-        raise argparse.ArgumentTypeError(f"{text} is not finite and positive")
+    if not 0.001 <= v <= 1e6:
+        raise argparse.ArgumentTypeError(f"{text} is not in [0.001, 1e+06]")
     return v
 
 
@@ -156,7 +157,7 @@ def build_parser(verify):
                         "repeat for the layers of one gradient. Runs structure, unbiased, variance and independence")
     v.add_argument("--clip", action=_Once, choices=["none", "clip", "saturate"], default=None,
                    help="With --samples: the clipping mode the draws used (default: none)")
-    v.add_argument("--c", action=_Once, type=_positive, default=None,
+    v.add_argument("--c", action=_Once, type=_clip_factor, default=None,
                    help="With --samples: the clipping factor c, bound c * sigma (default: 2.5)")
     v.add_argument("--scalar", action=_Once, type=_scalar, default=None,
                    help="With --samples: the shared scalar the draws were asked for, if any")

@@ -32,15 +32,20 @@ const char* to_string(ClipMode mode);
 /// Parses "none", "clip" or "saturate"; throws tg::Error(invalid_argument) naming the bad value.
 ClipMode parse_clip_mode(const char* text);
 
+/// The clip factors the codec takes: c in [kMinClipFactor, kMaxClipFactor] (the paper's 2.5 in the middle). A
+/// smaller c makes c * sigma underflow to a bound of 0 for small gradients (1e-320 did), a larger one clips nothing.
+inline constexpr double kMinClipFactor = 1e-3;
+inline constexpr double kMaxClipFactor = 1e6;
+
 /// Codec parameters (independent of the stream key).
 struct Params {
   ClipMode clip = ClipMode::none;
-  double c = 2.5;                         // clip factor, > 0
+  double c = 2.5;                         // clip factor, in [kMinClipFactor, kMaxClipFactor]
   Packing packing = Packing::two_bit;     // two_bit or base3 for ternary tensors
   std::uint64_t float_below = 0;          // tensors with fewer elements travel as float32 (0: never)
 };
 
-/// Throws tg::Error(invalid_argument) if c is not finite and positive or the packing is float32.
+/// Throws tg::Error(invalid_argument) if c is not in [kMinClipFactor, kMaxClipFactor] or the packing is float32.
 void validate(const Params& params);
 
 /// What the scalar rule needs of one tensor under a clipping mode: max |g| and the clip bound

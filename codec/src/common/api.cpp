@@ -29,10 +29,11 @@ ClipMode parse_clip_mode(const char* text) {
 }
 
 void validate(const Params& params) {
-  if (!(params.c > 0.0) || !std::isfinite(params.c)) {
-    char shown[32];  // %g: std::to_string printed a tiny c (1e-320) as 0.000000
-    std::snprintf(shown, sizeof shown, "%.6g", params.c);
-    throw Error(ErrorCode::invalid_argument, std::string("clip factor c must be finite and positive, got ") + shown);
+  if (!(params.c >= kMinClipFactor && params.c <= kMaxClipFactor)) {  // NaN too
+    char shown[96];  // %g: std::to_string printed a tiny c (1e-320) as 0.000000
+    std::snprintf(shown, sizeof shown, "clip factor c must be in [%g, %g], got %.6g", kMinClipFactor, kMaxClipFactor,
+                  params.c);
+    throw Error(ErrorCode::invalid_argument, shown);
   }
   if (params.packing != Packing::two_bit && params.packing != Packing::base3)
     throw Error(ErrorCode::invalid_argument, std::string("packing must be 2bit or base3, got ") +
