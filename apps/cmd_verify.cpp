@@ -257,6 +257,15 @@ int run_samples(const VerifyOptions& o) {
     }
     if (v.shape[0] > std::numeric_limits<std::uint32_t>::max())
       throw Error(ErrorCode::invalid_argument, vp + ": too many draws");
+    if (v.shape[0] < 2)
+      throw Error(ErrorCode::invalid_argument,
+                  strf("%s: %llu draw%s: the checks need at least 2 (one row per draw)", vp.c_str(),
+                       static_cast<unsigned long long>(v.shape[0]), v.shape[0] == 1 ? "" : "s"));
+    if (i > 0 && v.shape[0] != values.front().shape[0])
+      throw Error(ErrorCode::invalid_argument,
+                  strf("%s has %llu draws, %s %llu: every layer needs the same draws (row j of each is draw j)",
+                       vp.c_str(), static_cast<unsigned long long>(v.shape[0]), o.samples[1].c_str(),
+                       static_cast<unsigned long long>(values.front().shape[0])));
     draws.push_back(draws_from_values(v.data, g.data.size(), static_cast<std::uint32_t>(v.shape[0]), shared, vp));
   }
   for (std::size_t i = 0; i < draws.size(); ++i)

@@ -135,7 +135,7 @@ NpyHeader parse_npy_header(std::span<const std::uint8_t> bytes, std::uint64_t ma
       fail("unknown key '" + key + "' in the header");
     }
     if (!c.eat(',')) {
-      c.expect('}', "to close the header");
+      c.expect('}', "to close it");
       break;
     }
   }

@@ -79,6 +79,8 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # Bad input: exit 2, one line naming the problem, no report written.
     np.save(tmp / "short.npy", draws[:, :100])
+    np.save(tmp / "one.npy", draws[:1])
+    np.save(tmp / "fewer.npy", draws[:64])
     g_nan = g.copy()
     g_nan.flat[5] = np.nan
     np.save(tmp / "g_nan.npy", g_nan)
@@ -86,6 +88,9 @@ with tempfile.TemporaryDirectory() as tmp:
         (["--samples", tmp / "g_nan.npy", tmp / "good.npy"], "g_nan.npy: element 5 of the gradient is NaN"),
         (["--samples", tmp / "g.npy", tmp / "short.npy"], "short.npy: shape must be (draws, 2048)"),
         (["--samples", tmp / "g.npy", tmp / "missing.npy"], "missing.npy"),
+        (["--samples", tmp / "g.npy", tmp / "one.npy"], "one.npy: 1 draw: the checks need at least 2"),
+        (["--samples", tmp / "g.npy", tmp / "good.npy", "--samples", tmp / "g.npy", tmp / "fewer.npy"],
+         "fewer.npy has 64 draws, " + str(tmp / "good.npy") + " 128: every layer needs the same draws"),
         (["--samples", tmp / "g.npy"], "--samples"),
         (["--samples", tmp / "g.npy", tmp / "good.npy", "--impl", "reference"], "excludes"),
         (["--samples", tmp / "g.npy", tmp / "good.npy", "--skip", "streams"], "only the independence check"),
