@@ -104,6 +104,7 @@ def test_empty_folder_says_how_to_produce_each_input(tmp_path):
     md = (tmp_path / "index.md").read_text()
     assert "terngrad verify --json" in md and "--benchmark_out" in md
     assert not (tmp_path / "index.html").exists()
+    assert not (tmp_path / "figures").exists()  # no plot, no folder for plots (was: an empty figures/)
 
 
 def test_malformed_input_is_an_error_and_nothing_is_written(tmp_path, capsys):

@@ -683,12 +683,15 @@ def render(reports, out_md, title, html_too, live, argv, live_draws=2000, note=N
         if html_too:
             (stage / (out_md.stem + ".html")).write_text(md_to_html(text, title))
         fig_dir = out_dir / FIGURES
-        fig_dir.mkdir(exist_ok=True)
+        if figs.names:  # a render with no plot makes no figures/ folder
+            fig_dir.mkdir(exist_ok=True)
         for name in figs.names:
             write_output(fig_dir / name, (stage / name).read_bytes())
         for old in fig_dir.glob("*.png"):  # plots of an earlier render that this one no longer draws
             if old.name not in figs.names:
                 old.unlink()
+        if fig_dir.is_dir() and not figs.names and not any(fig_dir.iterdir()):
+            fig_dir.rmdir()  # emptied: an earlier render's folder
         if html_too:
             write_output(out_md.with_suffix(".html"), (stage / (out_md.stem + ".html")).read_bytes())
         write_output(out_md, (stage / out_md.name).read_bytes())
@@ -724,8 +727,9 @@ def main(argv=None):
         print(f"terngrad report: error: {e}", file=sys.stderr)
         return 2
     counts = ", ".join(f"{len(found[k])} {k}" for k in ("verify", "convex", "bench", "train"))
+    plots = f"with {len(names)} plots in {out_md.parent / FIGURES}" if names else "with no plots"
     print(f"wrote {out_md}{' and ' + str(out_md.with_suffix('.html')) if not args.no_html else ''} "
-          f"with {len(names)} plots in {out_md.parent / FIGURES} (inputs: {counts})")
+          f"{plots} (inputs: {counts})")
     return 0
 
 
