@@ -319,7 +319,7 @@ Result run_battery(Sampler& sampler, const Options& options) {
   res.alpha_each = plan.empty() ? P.alpha_total : P.alpha_total / static_cast<double>(plan.size());
   double total_units = 0.0;
   for (const auto& j : jobs) total_units += static_cast<double>(j.steps) * static_cast<double>(j.grad.size());
-  if (on("streams")) total_units += 2.0 * P.stream_steps * P.d;
+  if (on("streams")) total_units += 3.0 * P.stream_steps * P.d;
   if (on("structure")) {
     const double modes_n = supports(options, "none") + supports(options, "clip") + supports(options, "saturate");
     total_units += 9.0 * P.d + static_cast<double>(checks::tails_elements()) * modes_n +

@@ -81,6 +81,32 @@ ClipWindow clip_bound_window(std::span<const float> g, const Params& params) {
   return w;
 }
 
+GivenScalarBound given_scalar_bound(const ClipWindow& bw, float max_abs) {
+  GivenScalarBound b;
+  b.lo = bw.lo;
+  float hi = bw.hi;
+  const bool subnormal = bw.spec > 0.0f && bw.spec < std::numeric_limits<float>::min();
+  if (subnormal) {
+    // k units of 2^-149: two roundings onto the grid, and the relative tolerance (ulps x 2^-23 of the value), which
+    // is clip_bound_ulps(d) units at the smallest normal number (where this meets the plain window)
+    const double units = static_cast<double>(bw.spec) * 0x1p149;
+    const auto k = static_cast<std::uint32_t>(2.0 + std::ceil(static_cast<double>(bw.ulps) * units * 0x1p-23));
+    b.lo = std::max(std::numeric_limits<float>::denorm_min(), ulps_down(bw.spec, k));
+    hi = std::max(ulps_up(bw.spec, k), hi);
+  }
+  b.hi = hi;
+  if (!(max_abs > b.lo)) return b;  // the bound never binds: every magnitude is judged as it is
+  if (!(b.lo > 0.0f)) {
+    b.spread = std::numeric_limits<double>::infinity();
+  } else {
+    b.spread = (static_cast<double>(std::min(max_abs, hi)) - static_cast<double>(b.lo)) / static_cast<double>(b.lo);
+  }
+  // A plain window (clip_bound_ulps(d) each way, normal numbers) is always judged, as it always was: its spread is
+  // at most 4 x 147 ulps; only a wide or a subnormal one is measured against kMaxGivenBoundSpread.
+  b.judgeable = b.lo > 0.0f && (!(bw.wide || subnormal) || b.spread <= kMaxGivenBoundSpread);
+  return b;
+}
+
 ClipWindow clip_scalar_window(std::span<const float> g, const Params& params) {
   const Codec& ref = reference_codec();
   ClipWindow w;

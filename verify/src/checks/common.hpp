@@ -141,6 +141,7 @@ Row pooled_bias_row(const Ctx& c, const std::string& check, const std::string& f
 /// so on a tensor whose other elements are small such a row occurs; it must not fail an exact row as "scalar 0".
 /// A codec that sends nothing in some rows is judged by its missed sure keeps, not by this row's scalar.
 bool row_without_scalar(const Draws& d, std::uint32_t j);
+
 /// The scalar of the first row of d that carries one (row_without_scalar), or 0 if none does.
 float first_row_scalar(const Draws& d);
 /// One draw (one step) of g under params and key with the implementation's own scalar, its size checked

@@ -17,8 +17,14 @@ namespace tg::verify::checks {
 
 namespace {
 // The fourth pairs element k of step 2i+1 with element k + floor(d/2) of step 2i: a stream that hands part
-// of one step's uniforms to the next at an offset, transformed (u + c mod 1), correlates only there.
-const char* kStreamPairs[4] = {"steps k,k+1", "workers 0,1", "tensors 0,1", "steps k,k+1 at +d/2"};
+// of one step's uniforms to the next at an offset, transformed (u + c mod 1), correlates only there. The other
+// pairs: steps 2i+1 and 2i+2 (a lane of step k+1 left with step k's uniform on even steps only), steps 16i+r and
+// 16i+r+8 (a ring buffer of 8 uniform arrays with a lane not refilled), workers 1 and 2 and tensors 1 and 2 (ids
+// that share part of a stream only from 1 on). Every pairing is disjoint, so its products are independent.
+constexpr int kPairs = 8;
+const char* kStreamPairs[kPairs] = {"steps k,k+1",  "workers 0,1",     "tensors 0,1", "steps k,k+1 at +d/2",
+                                    "steps 2i+1,2i+2", "steps k,k+8", "workers 1,2", "tensors 1,2"};
+constexpr std::uint32_t kLag = 8;
 }
 
 std::vector<std::string> plan_streams(const std::string& family) {
@@ -65,10 +71,13 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
     for (std::size_t k = 0; k < d; ++k) s += ((a[k] != 0) - p[k]) * ((b[k] != 0) - p[k]);
     return s;
   };
-  double S[4] = {0, 0, 0, 0};
+  double S[kPairs] = {};
+  double pairs_of[kPairs] = {};
   std::vector<std::uint32_t> kept(d, 0);  // element k kept in how many of worker 0's n draws (for the note below)
   std::uint32_t chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(c.sampler.max_request_elements() / d, 2, n));
   chunk -= chunk % 2;
+  // steps 16i..16i+7, kept until steps 16i+8..16i+15 (their lag-8 partners) arrive, in this request or a later one
+  std::vector<std::vector<std::int8_t>> held(kLag, std::vector<std::int8_t>(d));
   for (std::uint32_t j0 = 0; j0 < n; j0 += chunk) {
     const std::uint32_t cnt = std::min(chunk, n - j0);
     Draws w0 = c.sampler.draw({L.g, params, {stream_seed, 0, 0, j0}, cnt, std::nullopt});
@@ -81,18 +90,36 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
     for (std::uint32_t j = 0; j + 1 < cnt; j += 2) {
       S[0] += prod(w0.row(j), w0.row(j + 1));
       S[3] += prod_shifted(w0.row(j + 1), w0.row(j));  // disjoint pairs too: each element of a row once
+      pairs_of[0] += 1, pairs_of[3] += 1;
     }
-    // worker 1 and tensor 1 at steps j0 .. j0 + cnt/2, paired with worker 0 tensor 0 at the same steps
+    for (std::uint32_t j = 1; j + 1 < cnt; j += 2) S[4] += prod(w0.row(j), w0.row(j + 1)), pairs_of[4] += 1;
+    for (std::uint32_t j = 0; j < cnt; ++j) {
+      const std::uint32_t step = j0 + j;
+      const std::span<const std::int8_t> row = w0.row(j);
+      if ((step / kLag) % 2 == 0) {
+        std::copy(row.begin(), row.end(), held[step % kLag].begin());
+      } else {
+        S[5] += prod(held[step % kLag], row);
+        pairs_of[5] += 1;
+      }
+    }
+    // workers 1, 2 and tensors 1, 2 at steps j0 .. j0 + cnt/2: 1 paired with worker 0 tensor 0 at the same steps,
+    // 2 with 1
     const std::uint32_t half = cnt / 2;
     Draws w1 = c.sampler.draw({L.g, params, {stream_seed, 1, 0, j0}, half, std::nullopt});
     Draws t1 = c.sampler.draw({L.g, params, {stream_seed, 0, 1, j0}, half, std::nullopt});
+    Draws w2 = c.sampler.draw({L.g, params, {stream_seed, 2, 0, j0}, half, std::nullopt});
+    Draws t2 = c.sampler.draw({L.g, params, {stream_seed, 0, 2, j0}, half, std::nullopt});
     for (std::uint32_t j = 0; j < half; ++j) {
       S[1] += prod(w0.row(j), w1.row(j));
       S[2] += prod(w0.row(j), t1.row(j));
+      S[6] += prod(w1.row(j), w2.row(j));
+      S[7] += prod(t1.row(j), t2.row(j));
+      pairs_of[1] += 1, pairs_of[2] += 1, pairs_of[6] += 1, pairs_of[7] += 1;
     }
-    c.progress.add(2.0 * cnt * d, "streams");
+    c.progress.add(3.0 * cnt * d, "streams");
   }
-  const double pairs = n / 2;
+
   // A keep rate q_k off the spec's p_k, the same in every draw, gives each product the mean (q_k - p_k)(q_k' - p_k')
   // with no reused stream at all. Its part of each sum is estimated from worker 0's n draws: (qh_k - p_k)^2 less
   // qh_k (1 - qh_k) / (n - 1) estimates (q_k - p_k)^2 without bias; elements k and k + h are different coins.
@@ -102,7 +129,8 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
     bias_same += (q - p[k]) * (q - p[k]) - q * (1.0 - q) / (n - 1.0);
     if (k + h < d) bias_shift += (q - p[k]) * (static_cast<double>(kept[k + h]) / n - p[k + h]);
   }
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kPairs; ++i) {
+    const double pairs = pairs_of[i];
     Row r = stat_row(c, "streams", G.family, kStreamPairs[i]);
     const double V = pairs * (i == 3 ? sh2 : sv2);
     auto o = bernstein_decide(S[i], V, 1.0, c.alpha, c.opt.profile.beta);
@@ -117,6 +145,8 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
                              "at an offset", kStreamPairs[i], pairs, d - h)
                       : strf("%s: sum over %.0f pairs of draws and %zu coordinates of (b_k - p_k)(b'_k - p_k), b the keep "
                              "masks (independent terms in [-1,1]); catches a partly reused stream", kStreamPairs[i], pairs, d);
+    if (pairs == 0)  // a profile of fewer than 16 draws (a custom one; every built-in one has 256 or more)
+      r.detail = strf("%s: no pair of draws of this kind among %u draws: not tested", kStreamPairs[i], n);
     mark_rejected(r);
     if (!r.pass && E > 0) {
       const double from_bias = pairs * (i == 3 ? bias_shift : bias_same) / E, corr = S[i] / E;

@@ -168,6 +168,20 @@ struct ClipWindow {
   bool wide = false;       // hi or lo more than 2 ulps away from the spec's value: the mean's rounding dominates
   bool contains(float s) const { return s == spec || (std::isfinite(s) && s >= lo && s <= hi); }
 };
+/// Under a given (shared) scalar with clipping the draws do not show the codec's own clip bound: a tensor's
+/// magnitudes are judged at the lowest bound a correct codec may use (lo). Where the spec's bound is subnormal, a
+/// float32 ulp is the absolute 2^-149, not a relative step: a correct codec lands within a few of them (its roundings
+/// onto the subnormal grid) plus the relative tolerance, so lo is that far below, not clip_bound_ulps(d) units (which
+/// reached 0 on a bound of 4 x 2^-149 and judged every keep a wrong sign). judgeable is false where the bound binds
+/// (lo < max|g|) and the possible bounds spread more than kMaxGivenBoundSpread relative above lo (a nearly constant
+/// tensor, a mean that dwarfs sigma, a subnormal bound of a few units): no keep probability can be stated there.
+struct GivenScalarBound {
+  float lo = 0.0f, hi = 0.0f;  // the lowest and highest bound a correct codec may use
+  double spread = 0.0;  // (min(max|g|, hi) - lo) / lo where the bound binds, else 0
+  bool judgeable = true;
+};
+inline constexpr double kMaxGivenBoundSpread = 0x1p-15;  // p moves by at most this much, relative: undetectable
+GivenScalarBound given_scalar_bound(const ClipWindow& bound, float max_abs);
 /// The clip bound's window of gradient g under params (ClipMode::none: spec = lo = hi = +inf).
 ClipWindow clip_bound_window(std::span<const float> g, const Params& params);
 /// The scalar's window of gradient g under params with its own scalar (ClipMode::none: the spec's only).
