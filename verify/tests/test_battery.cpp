@@ -3090,6 +3090,17 @@ TEST(Battery, StreamsFindUniformsHandedOnAtAnOffset) {
 // with k/8 odd keep step k-8's uniform there), tensor 2 taking tensor 1's uniforms on every other element, worker 2
 // taking worker 1's on every 8th, and odd steps keeping step k-1's uniform on every 8th element (steps 2i+1, 2i+2).
 // Each fails the streams row of its pair, and only that one; the reference passes every row.
+// Id 2 of `field` (tensor or worker) takes id 1's uniform on every `stride`-th element.
+UniformEditSampler::Edit borrow(std::uint32_t StreamKey::*field, std::size_t stride) {
+  return [field, stride](const StreamKey& k, std::vector<std::uint32_t>& u) {
+    if (k.*field != 2) return;
+    StreamKey one = k;
+    one.*field = 1;
+    const std::vector<std::uint32_t> other = spec_uniforms(one, u.size());
+    for (std::size_t e = 0; e < u.size(); e += stride) u[e] = other[e];
+  };
+}
+
 TEST(Battery, StreamsFindDependencesBetweenOtherPairsOfKeys) {
   const std::set<std::string> skip = all_checks_but({"streams"});
   Options o = small_options(4096, 128, 4, skip);
@@ -3107,22 +3118,8 @@ TEST(Battery, StreamsFindDependencesBetweenOtherPairsOfKeys) {
          const std::vector<std::uint32_t> before = spec_uniforms(prev, u.size());
          for (std::size_t e = 0; e < u.size(); e += 32) u[e] = before[e];
        }},
-      {"tensor-lane2", "tensors 1,2",
-       [](const StreamKey& k, std::vector<std::uint32_t>& u) {
-         if (k.tensor != 2) return;
-         StreamKey one = k;
-         one.tensor = 1;
-         const std::vector<std::uint32_t> other = spec_uniforms(one, u.size());
-         for (std::size_t e = 0; e < u.size(); e += 2) u[e] = other[e];
-       }},
-      {"worker-lane8", "workers 1,2",
-       [](const StreamKey& k, std::vector<std::uint32_t>& u) {
-         if (k.worker != 2) return;
-         StreamKey one = k;
-         one.worker = 1;
-         const std::vector<std::uint32_t> other = spec_uniforms(one, u.size());
-         for (std::size_t e = 0; e < u.size(); e += 8) u[e] = other[e];
-       }},
+      {"tensor-lane2", "tensors 1,2", borrow(&StreamKey::tensor, 2)},
+      {"worker-lane8", "workers 1,2", borrow(&StreamKey::worker, 8)},
       {"odd-to-even-lane8", "steps 2i+1,2i+2",
        [](const StreamKey& k, std::vector<std::uint32_t>& u) {
          if (k.step % 2 == 1 || k.step == 0) return;
