@@ -174,7 +174,7 @@ std::uint32_t large_steps(const Profile& p) {
 
 Result run_battery(Sampler& sampler, const Options& options) {
   const Profile& P = options.profile;
-  if (P.d < 16 || P.steps < 2 || P.steps % 2 || P.stream_steps < 2 || P.stream_steps % 2 || P.agg_workers < 1 ||
+  if (P.d < 16 || P.large_d < 16 || P.steps < 2 || P.steps % 2 || P.stream_steps < 2 || P.stream_steps % 2 || P.agg_workers < 1 ||
       P.agg_steps < 1)
     throw Error(ErrorCode::invalid_argument, "profile sizes out of range");
   if (!(P.alpha_total > 0 && P.alpha_total < 1) || !(P.beta > 0 && P.beta < 1))
@@ -272,17 +272,18 @@ Result run_battery(Sampler& sampler, const Options& options) {
   if (on("layerwise"))
     for (const Params& p : shared_modes)
       for (const char* f : layerwise_families) add_layerwise_job(std::string("layerwise.") + to_string(p.clip), f, p);
-  // large: one gaussian tensor of P.large_d (2^20 + 3 at quick, 2^22 + 3 at ci and full) with few draws, in the base mode. Bugs that
-  // begin above a size (a counter that wraps, per-thread chunks that restart the stream, a scalar per
-  // bucket) stay out of every family (2^13 to 2^18 elements). Last in the plan, so that the other jobs
-  // keep their stream seeds; pooled with the families.
+  // large: one tensor of P.large_d (2^20 + 3 at quick, 2^22 + 3 at ci and full) in pladder's layout, with few
+  // draws, in the base mode. Bugs that begin above a size (a counter that wraps, per-thread chunks that restart
+  // the stream, a scalar per bucket, a second code path with shorter uniforms) stay out of every family (2^13 to
+  // 2^18 elements); pladder's layout gives it the bins of p and the near drops, where short uniforms show.
+  // Last in the plan, so that the other jobs keep their stream seeds; pooled with the families.
   std::optional<std::size_t> large_job;
   if (main_on) {
     JobSpec j;
-    j.grad = make_gradient("gaussian", P.large_d,
-                           derive_seed(options.seed, KeyPurpose::gradient, static_cast<std::uint32_t>(GradientVariant::large)));
-    j.grad.family = "large";
+    j.grad = large_gradient(P.large_d, derive_seed(options.seed, KeyPurpose::gradient,
+                                                   static_cast<std::uint32_t>(GradientVariant::large)));
     j.params = base;
+    j.p_bins = on("unbiased");
     j.steps = large_steps(P);
     large_job = jobs.size();
     jobs.push_back(std::move(j));

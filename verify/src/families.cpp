@@ -118,7 +118,8 @@ std::vector<float> student(std::size_t d, double scale, PhiloxWordStream& rng) {
 /// magnitudes 2^-40 (2^13)^U, U uniform in (0, 1), with a random sign: the near drops, keep probabilities in
 /// (2^-40, 2^-27) (2^-27 at most once rounded up to a multiple of 2^-32, as the battery's spec p is: below the
 /// near-drops' 2^-26), which a k-bit uniform keeps with probability 2^-k each (the row near-drops).
-std::vector<float> pladder(std::size_t d, PhiloxWordStream& rng) {
+/// `total` >= 5d + floor(d/2) elements: the near-drop section runs on to the end (the large job's tensor).
+std::vector<float> pladder(std::size_t d, PhiloxWordStream& rng, std::size_t total) {
   struct Bin { double lower, upper; };
   static const Bin bins[16] = {
       {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11},
@@ -126,7 +127,7 @@ std::vector<float> pladder(std::size_t d, PhiloxWordStream& rng) {
       {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11}, {0x1p-12, 0x1p-11},
       {0x1p-11, 0x1p-10}, {0x1p-10, 0x1p-6},  {0x1p-22, 0x1p-18}, {0x1p-1, 1.0},
   };
-  std::vector<float> g(5 * d + d / 2);
+  std::vector<float> g(std::max(total, 5 * d + d / 2));
   g[0] = 1.0f;
   for (std::size_t k = 1; k < d; ++k) {
     const Bin& bin = bins[k % 16];
@@ -221,7 +222,7 @@ Gradient make_gradient(const std::string& name, std::size_t d, std::uint64_t see
     // and a codec that flushes subnormals to zero (FTZ/DAZ) sees an all-zero tensor
     single(gaussian(d, 1e-40, rng));
   } else if (name == "pladder") {
-    single(pladder(d, rng));
+    single(pladder(d, rng, 0));
   } else if (name == "multilayer") {
     // four tensors whose scales differ by 100x from one to the next, drawn in order from one stream
     std::size_t sizes[4] = {d / 2, d / 4, d / 8, d - d / 2 - d / 4 - d / 8};
@@ -235,6 +236,15 @@ Gradient make_gradient(const std::string& name, std::size_t d, std::uint64_t see
     for (const auto& n : family_names()) known += (known.empty() ? "" : ", ") + n;
     throw Error(ErrorCode::invalid_argument, "unknown gradient family '" + name + "' (known: " + known + ")");
   }
+  return out;
+}
+
+Gradient large_gradient(std::size_t n, std::uint64_t seed) {
+  if (n < 11) throw Error(ErrorCode::invalid_argument, "the large gradient needs at least 11 elements");
+  PhiloxWordStream rng(seed, fnv1a("large"));
+  Gradient out;
+  out.family = "large";
+  out.layers.push_back({"large", pladder(2 * n / 11, rng, n)});
   return out;
 }
 

@@ -1538,12 +1538,18 @@ Result quick_mutant_fails_only_in(const std::string& mutant, const std::function
 // drift at quick: about 2.2e-3 s per family, 3e-4 s over all families; the mutant's: 2.6e-3 to 5.3e-3 s per
 // family). Pladder's third part (p within 2^-10 of 1) breaks the cancellation: there the negatives' keep rate
 // p(1 + 1/64) is capped at 1 while the positives' drop rate grows from q < 2^-10 to about 1/64, so its
-// per-coordinate, pooled and variance rows see it as well; on every other family only the drift rows do.
+// per-coordinate, pooled and variance rows see it as well; on every other family only the drift rows do. The
+// large job's tensor has pladder's layout, with 476,624 coordinates in that part: its dispersion row sees the
+// capped coordinates' errors too, and the pooled row over all families sums pladder's and large's.
 TEST(Battery, SignDriftIsCaughtByTheDriftRows) {
   auto drift = [](const Row& row) {
     const std::string& check = row.check;
     const std::string tail = ".unbiased-drift";
-    if (row.family == "pladder" && (check == "unbiased" || check == "unbiased-pooled" || check == "variance")) return true;
+    if ((row.family == "pladder" || row.family == "large") &&
+        (check == "unbiased" || check == "unbiased-pooled" || check == "variance"))
+      return true;
+    if (row.family == "large" && check == "unbiased-dispersion") return true;
+    if (row.family == "all families" && check == "unbiased-pooled") return true;  // pladder's and large's, summed
     return check == "unbiased-drift" || check == "unbiased-drift-by-p" ||
            (check.size() > tail.size() && check.compare(check.size() - tail.size(), tail.size(), tail) == 0);
   };
@@ -1564,20 +1570,29 @@ TEST(Battery, SignByPIsCaughtByTheDriftByPRows) {
 // 16-bit uniforms keep every p < 2^-16 at 2^-16. At quick the bins of p are not planned (too few keeps below
 // 2^-12), and the excess elsewhere is a relative 2^-4 at most; the near drops (pladder's fourth part: 3 x 8,192 x
 // 128 element-draws) are kept about 48 times where the allowance accepts 8, so near-drops fails, and nothing else.
+// Its keeps are spread one draw at a time over many coordinates, and the row says so (the short-uniform reading).
 TEST(Battery, Uniform16IsCaughtByNearDropsAtQuick) {
-  quick_mutant_fails_only_in("uniform16", [](const Row& row) { return row.id == "near-drops/all jobs"; }, 1);
+  const Result r =
+      quick_mutant_fails_only_in("uniform16", [](const Row& row) { return row.id == "near-drops/all jobs"; }, 1);
+  for (const auto& row : r.rows)
+    if (row.id == "near-drops/all jobs") {
+      EXPECT_NE(row.detail.find("the keeps are spread"), std::string::npos) << row.detail;
+      EXPECT_NE(row.detail.find("a k-bit uniform"), std::string::npos) << row.detail;
+    }
 }
 
 // A keep-rate error that changes sign along p inside one bin: in [2^-12, 9 2^-15) entries are kept at 8p, in
 // [9 2^-15, 2^-11) never. On pladder (p log-uniform in the band) it cancels in the bin's total, in every other
 // total, and with the sign (it does not depend on it); each coordinate's error is below 2^-11. The bin's partial
 // sums in p order rise by 7/8 of the band's expected keeps up to p = 9 2^-15 (threshold at quick: 0.495,
-// detectable 0.78), so the bin row fails there, and no other row does.
+// detectable 0.78), so the bin row fails there, and no other row does; so does the same bin of the large job,
+// whose tensor has pladder's layout.
 TEST(Battery, PWaveIsCaughtByThePartialSumsOfItsBin) {
   Result r = quick_mutant_fails_only_in("p-wave", [](const Row& row) { return row.check == "unbiased-by-p"; }, 1);
   for (const auto& row : r.rows)
     if (!row.pass) {
-      EXPECT_EQ(row.id, "unbiased-by-p/pladder/p in [2^-12,2^-11)") << format_table(r);
+      EXPECT_TRUE(row.id == "unbiased-by-p/pladder/p in [2^-12,2^-11)" || row.id == "unbiased-by-p/large/p in [2^-12,2^-11)")
+          << format_table(r);
       // what was judged is the peak of the partial sums, at the piece boundary, and it is past the line
       EXPECT_NE(row.statistic.find("partial-sum peak +"), std::string::npos) << row.statistic;
       EXPECT_NE(row.statistic.find("at p = 0.000275"), std::string::npos) << row.statistic;
@@ -1621,6 +1636,80 @@ class KeepRuleSampler : public Sampler {
  private:
   std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
 };
+
+// The reference's scalars, each element kept by the spec's rule on the spec's uniform, with p computed by
+// prob(g, k, s) (k the element's index): a codec whose p is wrong in one way.
+class ProbabilitySampler : public Sampler {
+ public:
+  ProbabilitySampler(std::string name, std::function<double(std::span<const float>, std::size_t, double)> prob)
+      : name_(std::move(name)), prob_(std::move(prob)) {}
+  std::string name() const override { return name_; }
+  Draws draw(const DrawRequest& r) override {
+    Draws d = ref_->draw(r);
+    for (std::uint32_t j = 0; j < r.steps; ++j) {
+      StreamKey k = r.key;
+      k.step = r.key.step + j;
+      const double s = d.scalars[j];
+      for (std::size_t i = 0; i < d.d; ++i) {
+        const std::uint32_t u = philox_block(k, static_cast<std::uint32_t>(i / 4))[static_cast<int>(i % 4)];
+        const double p = s > 0 ? prob_(r.g, i, s) : 0.0;
+        d.trits[j * d.d + i] = static_cast<std::int8_t>(u < p * 0x1p32 ? (r.g[i] < 0 ? -1 : 1) : 0);
+      }
+    }
+    return d;
+  }
+
+ private:
+  std::string name_;
+  std::function<double(std::span<const float>, std::size_t, double)> prob_;
+  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
+};
+
+// A failed rare-event row says which reading its events fit. A scale that differs by sign (negative elements'
+// p over s (1 + 1e-2)) misses sure keeps at negative elements only: sure-keeps names the sign. The first element
+// of each block of 4096 kept as if p were 1 (a block's first element given the block's maximum): near drops kept
+// in every draw at a few coordinates, which near-drops names as a wrong p there, not a short uniform.
+TEST(Battery, RareEventRowsSayWhichReadingTheirEventsFit) {
+  Options o = small_options(4096, 64, 4, all_checks_but({"structure", "unbiased", "clipping"}));
+  auto p_of = [](std::span<const float> g, std::size_t i, double s) {
+    return std::min(1.0, std::fabs(static_cast<double>(g[i])) / s);
+  };
+  ProbabilitySampler neg("neg-scale", [p_of](std::span<const float> g, std::size_t i, double s) {
+    return g[i] < 0 ? p_of(g, i, s) / (1.0 + 1e-2) : p_of(g, i, s);
+  });
+  const Result a = run_battery(neg, o);
+  const Row* sure = nullptr;
+  for (const auto& row : a.rows) sure = row.id == "sure-keeps/all jobs" ? &row : sure;
+  ASSERT_NE(sure, nullptr);
+  EXPECT_FALSE(sure->pass) << format_table(a);
+  EXPECT_NE(sure->detail.find("every miss is at a negative element"), std::string::npos) << sure->detail;
+  ProbabilitySampler block("block-first-p1", [p_of](std::span<const float> g, std::size_t i, double s) {
+    return i % 4096 == 0 ? 1.0 : p_of(g, i, s);
+  });
+  const Result b = run_battery(block, o);
+  const Row* near = nullptr;
+  for (const auto& row : b.rows) near = row.id == "near-drops/all jobs" ? &row : near;
+  ASSERT_NE(near, nullptr);
+  EXPECT_FALSE(near->pass) << format_table(b);
+  EXPECT_NE(near->detail.find("the keeps are not spread"), std::string::npos) << near->detail;
+  EXPECT_EQ(near->detail.find("the keeps are spread"), std::string::npos) << near->detail;
+  auto ref = make_sampler("reference", {});
+  EXPECT_TRUE(run_battery(*ref, o).pass());
+  // p = 1/2 exactly kept always: no gradient but the collision probe has it, so the probe's row does not send the
+  // reader to rows that pass.
+  ProbabilitySampler half("p-half-kept", [p_of](std::span<const float> g, std::size_t i, double s) {
+    return p_of(g, i, s) == 0.5 ? 1.0 : p_of(g, i, s);
+  });
+  const Result c = run_battery(half, small_options(512, 16, 4, all_checks_but({"structure", "unbiased", "collision"})));
+  const Row* probe = nullptr;
+  for (const auto& row : c.rows) {
+    if (row.id == "collision/p=1/2 probe") probe = &row;
+    else if (row.check != "collision") EXPECT_TRUE(row.pass) << row.id << "\n" << format_table(c);
+  }
+  ASSERT_NE(probe, nullptr);
+  EXPECT_FALSE(probe->pass);
+  EXPECT_NE(probe->detail.find("no other row fails"), std::string::npos) << probe->detail;
+}
 
 class Uniform16Sampler : public KeepRuleSampler {
  public:
@@ -3085,6 +3174,39 @@ TEST(Battery, StreamsFindUniformsHandedOnAtAnOffset) {
   EXPECT_TRUE(run_battery(*ref, o).pass());
 }
 
+// A second code path for tensors above 2^19 elements (a threaded or GPU path) with short uniforms, the spec's
+// below: every family is smaller, so only the large job sees it. Its tensor has pladder's layout, so the bins
+// of p and the near drops see it there (each passed ci while the large tensor was gaussian, in an outside review):
+// 16-bit uniforms keep every near drop at 2^-16 (near-drops); 8-bit ones lose every p < 2^-9 (the bins); the
+// reference passes.
+TEST(Battery, ShortUniformsOnALargeTensorPathFail) {
+  const std::set<std::string> skip = all_checks_but({"structure", "unbiased"});
+  Options o = small_options(1024, 16, 4, skip);  // large_d: quick's 2^20 + 3, 8 draws
+  struct Case {
+    const char* name;
+    std::uint32_t mask;
+    const char* row;
+  };
+  for (const Case& c : {Case{"large-u16", 0xFFFF0000u, "near-drops"}, Case{"large-u8", 0xFF000000u, "unbiased-by-p/large"}}) {
+    UniformEditSampler bad(c.name, [mask = c.mask](const StreamKey&, std::vector<std::uint32_t>& u) {
+      if (u.size() > (std::size_t{1} << 19))
+        for (auto& x : u) x &= mask;
+    });
+    const Result r = run_battery(bad, o);
+    EXPECT_FALSE(r.pass()) << c.name;
+    bool named = false;
+    for (const auto& row : r.rows) {
+      if (row.pass || row.kind != "stat") continue;
+      EXPECT_TRUE(row.family == "large" || row.family == "all jobs" || row.family == "all families")
+          << c.name << ": " << row.id << " fails on a tensor the path never sees";
+      named |= row.id.rfind(c.row, 0) == 0;
+    }
+    EXPECT_TRUE(named) << c.name << " does not fail " << c.row << "\n" << format_table(r);
+  }
+  auto ref = make_sampler("reference", {});
+  EXPECT_TRUE(run_battery(*ref, o).pass());
+}
+
 // Dependences between pairs of keys other than steps 2i/2i+1, workers 0/1 and tensors 0/1, as an outside review built
 // them (each passed ci before these rows): a ring buffer of 8 uniform arrays with one lane in 32 not refilled (steps k
 // with k/8 odd keep step k-8's uniform there), tensor 2 taking tensor 1's uniforms on every other element, worker 2
@@ -3101,6 +3223,18 @@ UniformEditSampler::Edit borrow(std::uint32_t StreamKey::*field, std::size_t str
   };
 }
 
+// A ring buffer of R uniform arrays with one lane in `lane` not refilled: steps k with k/R odd keep step k-R's
+// uniform there (double buffering: R = 2).
+UniformEditSampler::Edit ring(std::uint32_t R, std::size_t lane) {
+  return [R, lane](const StreamKey& k, std::vector<std::uint32_t>& u) {
+    if ((k.step / R) % 2 == 0) return;
+    StreamKey prev = k;
+    prev.step -= R;
+    const std::vector<std::uint32_t> before = spec_uniforms(prev, u.size());
+    for (std::size_t e = 0; e < u.size(); e += lane) u[e] = before[e];
+  };
+}
+
 TEST(Battery, StreamsFindDependencesBetweenOtherPairsOfKeys) {
   const std::set<std::string> skip = all_checks_but({"streams"});
   Options o = small_options(4096, 128, 4, skip);
@@ -3110,14 +3244,10 @@ TEST(Battery, StreamsFindDependencesBetweenOtherPairsOfKeys) {
     std::function<void(const StreamKey&, std::vector<std::uint32_t>&)> edit;
   };
   const std::vector<Case> cases = {
-      {"ring8-lane32", "steps k,k+8",
-       [](const StreamKey& k, std::vector<std::uint32_t>& u) {
-         if ((k.step / 8) % 2 == 0) return;
-         StreamKey prev = k;
-         prev.step -= 8;
-         const std::vector<std::uint32_t> before = spec_uniforms(prev, u.size());
-         for (std::size_t e = 0; e < u.size(); e += 32) u[e] = before[e];
-       }},
+      {"ring8-lane32", "steps k,k+L", ring(8, 32)},
+      {"ring2-lane32", "steps k,k+L", ring(2, 32)},
+      {"ring3-lane32", "steps k,k+L", ring(3, 32)},
+      {"ring13-lane32", "steps k,k+L", ring(13, 32)},
       {"tensor-lane2", "tensors 1,2", borrow(&StreamKey::tensor, 2)},
       {"worker-lane8", "workers 1,2", borrow(&StreamKey::worker, 8)},
       {"odd-to-even-lane8", "steps 2i+1,2i+2",
@@ -3135,6 +3265,13 @@ TEST(Battery, StreamsFindDependencesBetweenOtherPairsOfKeys) {
     for (const auto& row : r.rows)
       if (row.kind == "stat" && row.check == "streams")
         EXPECT_EQ(row.pass, row.id.find(c.row) == std::string::npos) << c.name << ": " << row.id << " " << row.statistic;
+    const std::string name = c.name;
+    if (name.rfind("ring", 0) == 0) {  // the lag row names the ring's length
+      const std::string R = name.substr(4, name.find('-') - 4);
+      const auto lag = std::find_if(r.rows.begin(), r.rows.end(), [](const Row& x) { return x.id == "streams/gaussian/steps k,k+L"; });
+      ASSERT_NE(lag, r.rows.end());
+      EXPECT_NE(lag->statistic.find("at L = " + R + " "), std::string::npos) << lag->statistic;
+    }
   }
   auto ref = make_sampler("reference", {});
   EXPECT_TRUE(run_battery(*ref, o).pass());
@@ -3285,8 +3422,8 @@ TEST(Battery, DispersionRowsSeeCountsThatAreNotBinomial) {
         continue;
       }
       // Its steps i and i + 8 of a block are a Weyl sequence's: their masks are correlated, which the streams row
-      // of lag-8 pairs sees (negatively: stratified draws avoid each other).
-      if (kind == CountLawSampler::kStratified && row.id == "streams/gaussian/steps k,k+8") {
+      // of lags 2..16 sees (negatively: stratified draws avoid each other).
+      if (kind == CountLawSampler::kStratified && row.id == "streams/gaussian/steps k,k+L") {
         EXPECT_LT(row.effect, 0.0) << row.id << " " << row.statistic;
         continue;
       }
@@ -3331,15 +3468,15 @@ TEST(Aggregate, AKeepRateErrorThatChangesSignAlongPIsCaughtByThePartialSums) {
 
 // The rows over all families walk every family's coordinates in one p order. A keep-rate error of +0.001 below
 // p = 0.3 and the balancing -0.001 n_low / n_high above it, in every request, cancels in each family's total and
-// in the sum over families; each family's partial sums peak at p = 0.3 below their thresholds (at most 0.76 of
-// it, the large family, at this seed), and the families' peaks add up past the all-families threshold (1.12 of
-// it). Measured at eps = 0.002: the large family fails too (1.70), so the window where only the sum over the
-// families sees the error is narrow, and the test pins the seed's outcome.
+// in the sum over families; each family's partial sums peak below their thresholds (at most 0.62 of it, lenet,
+// at this seed, with eps = 0.0016), and the families' peaks at p = 0.3 add up past the all-families threshold
+// (1.28 of it). Measured at this seed: eps 0.0012 leaves the sum at 0.97 of its threshold, 0.0014 to 0.002 fail it
+// alone (1.12 to 1.58; lenet 0.58 to 0.70), so the test pins the seed's outcome inside that window.
 TEST(Battery, TheRowsOverAllFamiliesSeeWhatNoFamilyAloneSees) {
   Options o;
   o.profile = profile_named("quick");
   o.skip = all_checks_but({"unbiased"});
-  PWaveSampler wave(0.001, 0.3, false);
+  PWaveSampler wave(0.0016, 0.3, false);
   Result r = run_battery(wave, o);
   const Row* all = nullptr;
   for (const auto& row : r.rows) {
@@ -3353,7 +3490,7 @@ TEST(Battery, TheRowsOverAllFamiliesSeeWhatNoFamilyAloneSees) {
   EXPECT_FALSE(all->pass) << format_table(r);
   EXPECT_LT(std::fabs(all->z), 3.0) << "the total is within its line";
   EXPECT_NE(all->statistic.find("partial-sum peak +"), std::string::npos) << all->statistic;
-  EXPECT_NE(all->statistic.find("at p = 0.30"), std::string::npos) << all->statistic;
+  EXPECT_NE(all->statistic.find("at p = 0.3 ("), std::string::npos) << all->statistic;
   PWaveSampler none(0.0, 0.3, false);
   EXPECT_TRUE(run_battery(none, o).pass());
 }

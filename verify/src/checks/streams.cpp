@@ -18,13 +18,16 @@ namespace tg::verify::checks {
 namespace {
 // The fourth pairs element k of step 2i+1 with element k + floor(d/2) of step 2i: a stream that hands part
 // of one step's uniforms to the next at an offset, transformed (u + c mod 1), correlates only there. The other
-// pairs: steps 2i+1 and 2i+2 (a lane of step k+1 left with step k's uniform on even steps only), steps 16i+r and
-// 16i+r+8 (a ring buffer of 8 uniform arrays with a lane not refilled), workers 1 and 2 and tensors 1 and 2 (ids
-// that share part of a stream only from 1 on). Every pairing is disjoint, so its products are independent.
+// pairs: steps 2i+1 and 2i+2 (a lane of step k+1 left with step k's uniform on even steps only), steps k and
+// k+L for every L = 2..16 (a ring buffer of L uniform arrays with a lane not refilled: double and triple
+// buffering, ...), workers 1 and 2 and tensors 1 and 2 (ids that share part of a stream only from 1 on). Every
+// pairing is disjoint, so its products are independent: at lag L the pairs (2L i + r, 2L i + r + L), r < L.
 constexpr int kPairs = 8;
 const char* kStreamPairs[kPairs] = {"steps k,k+1",  "workers 0,1",     "tensors 0,1", "steps k,k+1 at +d/2",
-                                    "steps 2i+1,2i+2", "steps k,k+8", "workers 1,2", "tensors 1,2"};
-constexpr std::uint32_t kLag = 8;
+                                    "steps 2i+1,2i+2", "steps k,k+L", "workers 1,2", "tensors 1,2"};
+constexpr int kLagRow = 5;
+constexpr std::uint32_t kMinStepLag = 2, kMaxStepLag = 16;  // the lag row's lags (lag 1: the rows above)
+constexpr std::size_t kStepLags = kMaxStepLag - kMinStepLag + 1;
 }
 
 std::vector<std::string> plan_streams(const std::string& family) {
@@ -32,6 +35,70 @@ std::vector<std::string> plan_streams(const std::string& family) {
   for (const char* p : kStreamPairs) ids.push_back(row_id("streams", family, p));
   return ids;
 }
+
+namespace {
+
+// The row "steps k,k+L": for each lag L = 2..16 the sum over its disjoint pairs of steps of (b_k - p_k)(b'_k - p_k),
+// Bernstein at alpha / 15 each (Bonferroni over the lags: one decision); it fails where any lag does. Its p-value
+// is 15 times the smallest lag's bound; it has no standardized statistic (a maximum over lags).
+Row step_lags_row(const Ctx& c, const std::string& family, const std::array<double, kStepLags>& S,
+                  const std::array<double, kStepLags>& pairs, double sv, double sv2, double bias_same, std::uint32_t n, std::size_t d) {
+  Row r = stat_row(c, "streams", family, kStreamPairs[kLagRow]);
+  const double a = c.alpha / static_cast<double>(kStepLags);
+  std::size_t worst = kStepLags, fails = 0;  // the lag of the largest |S| / threshold
+  double worst_ratio = -1.0, min_p = 1.0, fewest = 0.0;
+  std::array<BernsteinOutcome, kStepLags> o{};
+  for (std::size_t l = 0; l < kStepLags; ++l) {
+    if (pairs[l] == 0) continue;
+    o[l] = bernstein_decide(S[l], pairs[l] * sv2, 1.0, a, c.opt.profile.beta);
+    const double ratio = o[l].threshold > 0 ? std::fabs(S[l]) / o[l].threshold : 0.0;
+    if (ratio > worst_ratio) worst_ratio = ratio, worst = l;
+    min_p = std::min(min_p, o[l].p);
+    fails += !o[l].pass;
+    if (fewest == 0.0 || pairs[l] < fewest) fewest = pairs[l];
+  }
+  const std::string lags = strf("L = %u..%u", kMinStepLag, kMaxStepLag);
+  if (worst == kStepLags) {  // a profile of fewer than 4 draws (a custom one; every built-in one has 256 or more)
+    r.statistic = "not tested";
+    r.p = 1.0, r.pvalue = bound_text(1.0);
+    r.detail = strf("steps k,k+L: no pair of draws at any lag %s among %u draws: not tested", lags.c_str(), n);
+    return r;
+  }
+  const BernsteinOutcome& w = o[worst];
+  const std::uint32_t L = static_cast<std::uint32_t>(worst) + kMinStepLag;
+  const double E = pairs[worst] * sv;  // E[S] = rho * pairs * sum v_k under a common correlation rho
+  const BernsteinOutcome weakest = bernstein_decide(0.0, fewest * sv2, 1.0, a, c.opt.profile.beta);
+  r.statistic = strf("steps k,k+L: corr %+.4f at L = %u (the largest against its threshold)", E > 0 ? S[worst] / E : 0.0, L);
+  r.threshold = strf("|.| <= %.3g at L = %u", E > 0 ? w.threshold / E : 0.0, L);
+  r.power = strf("corr >= %.3g at any %s", fewest * sv > 0 ? weakest.detectable / (fewest * sv) : 1.0, lags.c_str());
+  if (E > 0) r.effect = S[worst] / E, r.limit = w.threshold / E;
+  if (fewest * sv > 0) r.detectable = weakest.detectable / (fewest * sv);
+  r.p = std::min(1.0, static_cast<double>(kStepLags) * min_p);
+  r.pvalue = bound_text(r.p);
+  r.pass = fails == 0;
+  r.detail = strf("steps k,k+L: for each lag %s, the sum over the pairs of steps (2L i + r, 2L i + r + L), r < L "
+                  "(disjoint: %.0f to %.0f pairs), and the %zu coordinates of (b_k - p_k)(b'_k - p_k), b the keep masks "
+                  "(independent terms in [-1,1]); Bernstein at alpha/%zu for each lag (Bonferroni); catches a ring buffer "
+                  "of L uniform arrays that leaves part of one unrefilled",
+                  lags.c_str(), fewest, pairs[0], d, kStepLags);
+  mark_rejected(r);
+  if (!r.pass && E > 0) {
+    std::string failed;
+    for (std::size_t l = 0; l < kStepLags; ++l)
+      if (pairs[l] > 0 && !o[l].pass)
+        failed += strf("%s%u (%+.4f)", failed.empty() ? "" : ", ", static_cast<unsigned>(l + kMinStepLag),
+                       S[l] / (pairs[l] * sv));
+    r.detail += strf("; lags that fail: %s", failed.c_str());
+    const double from_bias = pairs[worst] * bias_same / E, corr = S[worst] / E;
+    if (fails == kStepLags && std::fabs(corr - from_bias) <= w.threshold / E)
+      r.detail += strf("; the keep rates are not the spec's p, the same in every draw: per element, (observed rate - p)^2 "
+                       "accounts for corr %+.4f of it at L = %u, and the rest lies within the threshold: the keep "
+                       "probabilities are off (the unbiased rows say where), not a stream reused", from_bias, L);
+  }
+  return r;
+}
+
+}  // namespace
 
 void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
   const Layer& L = G.layers.front();
@@ -76,8 +143,9 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
   std::vector<std::uint32_t> kept(d, 0);  // element k kept in how many of worker 0's n draws (for the note below)
   std::uint32_t chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(c.sampler.max_request_elements() / d, 2, n));
   chunk -= chunk % 2;
-  // steps 16i..16i+7, kept until steps 16i+8..16i+15 (their lag-8 partners) arrive, in this request or a later one
-  std::vector<std::vector<std::int8_t>> held(kLag, std::vector<std::int8_t>(d));
+  // the last kMaxStepLag steps, kept until their partners at every lag arrive, in this request or a later one
+  std::vector<std::vector<std::int8_t>> held(kMaxStepLag, std::vector<std::int8_t>(d));
+  std::array<double, kStepLags> lag_S{}, lag_pairs{};
   for (std::uint32_t j0 = 0; j0 < n; j0 += chunk) {
     const std::uint32_t cnt = std::min(chunk, n - j0);
     Draws w0 = c.sampler.draw({L.g, params, {stream_seed, 0, 0, j0}, cnt, std::nullopt});
@@ -96,12 +164,12 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
     for (std::uint32_t j = 0; j < cnt; ++j) {
       const std::uint32_t step = j0 + j;
       const std::span<const std::int8_t> row = w0.row(j);
-      if ((step / kLag) % 2 == 0) {
-        std::copy(row.begin(), row.end(), held[step % kLag].begin());
-      } else {
-        S[5] += prod(held[step % kLag], row);
-        pairs_of[5] += 1;
-      }
+      for (std::uint32_t lag = kMinStepLag; lag <= kMaxStepLag; ++lag)
+        if ((step / lag) % 2 == 1) {  // step = 2 lag i + r + lag: its partner is step - lag
+          lag_S[lag - kMinStepLag] += prod(held[(step - lag) % kMaxStepLag], row);
+          lag_pairs[lag - kMinStepLag] += 1;
+        }
+      std::copy(row.begin(), row.end(), held[step % kMaxStepLag].begin());
     }
     // workers 1, 2 and tensors 1, 2 at steps j0 .. j0 + cnt/2: 1 paired with worker 0 tensor 0 at the same steps,
     // 2 with 1
@@ -130,6 +198,10 @@ void run_streams(Ctx& c, const Gradient& G, std::uint64_t stream_seed) {
     if (k + h < d) bias_shift += (q - p[k]) * (static_cast<double>(kept[k + h]) / n - p[k + h]);
   }
   for (int i = 0; i < kPairs; ++i) {
+    if (i == kLagRow) {
+      c.rows.push_back(step_lags_row(c, G.family, lag_S, lag_pairs, sv, sv2, bias_same, n, d));
+      continue;
+    }
     const double pairs = pairs_of[i];
     Row r = stat_row(c, "streams", G.family, kStreamPairs[i]);
     const double V = pairs * (i == 3 ? sh2 : sv2);
@@ -636,10 +708,20 @@ void run_collision(Ctx& c, std::size_t d, std::uint64_t stream_seed) {
       r.pvalue = strf("p <= %.2g", coin_bound);
       r.power = strf("any reuse of >= %zu mask bits", min_run);
       r.pass = false;
+      // Where no row about keep rates fails, it is no use pointing there: no other gradient of the battery has
+      // a keep probability of exactly 1/2.
+      const bool others_fail = std::any_of(c.rows.begin(), c.rows.end(), [](const Row& x) {
+        return !x.pass && x.kind != "info" && x.check.find("collision") == std::string::npos &&
+               x.check.find("streams") == std::string::npos;
+      });
       r.detail = strf("clip %s: the probe (every |g| = s/2, so p = 1/2) was kept in a fraction %.4f of %.0f draws: the "
-                      "keep probabilities are not the spec's (its keep rule, its scalar, or elements left out: the "
-                      "structure and unbiased rows say which), so stream reuse cannot be judged",
-                      name.c_str(), frac, P.bits);
+                      "keep probabilities are not the spec's (its keep rule, its scalar, or elements left out%s), so "
+                      "stream reuse cannot be judged",
+                      name.c_str(), frac, P.bits,
+                      others_fail ? ": the failing structure and unbiased rows say which"
+                                  : "; no other row fails, and no other gradient of the battery has a keep probability "
+                                    "of exactly 1/2: a keep rule that decides p = 1/2 (or other exact binary fractions) "
+                                    "apart, without the uniform?");
       mark_rejected(r);
       c.rows.push_back(r);
       Row lag = stat_row(c, "collision", "p=1/2 probe", "every lag");

@@ -486,11 +486,12 @@ struct JobState {
   IndepPlan ip;
   std::vector<Acc> blockacc, lagacc;
   std::vector<std::uint8_t> must_keep;  // sure keeps: |x| >= observed scalar (p = 1)
-  std::uint64_t sure_n = 0, sure_miss = 0;
+  std::uint64_t sure_n = 0, sure_miss = 0, sure_n_neg = 0, sure_miss_neg = 0;  // _neg: at negative elements
   std::string sure_msg;
   std::vector<std::uint8_t> near_drop;  // near drops: 0 < p < kNearDropP with the observed scalar
-  std::uint64_t near_n = 0, near_keep = 0;
-  std::string near_msg;
+  std::uint64_t near_n = 0, near_keep = 0, near_kept = 0;  // near_kept: near drops kept at least once
+  std::uint32_t near_most = 0;  // the most keeps of one near drop
+  std::string near_msg, near_most_msg;
 };
 
 }  // namespace
@@ -973,16 +974,18 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
       // elements the observed scalar keeps for sure (p = 1): a 0 there is counted against the float32
       // allowance kSureKeepMiss (row sure-keeps), and their coordinate test takes p = 1 - kSureKeepMiss
       must_keep.assign(D, 0);
-      std::uint64_t sure = 0;
+      std::uint64_t sure = 0, sure_neg = 0;
       for (std::size_t li = 0; li < sp.layers.size(); ++li) {
         const SpecLayer& l = sp.layers[li];
         for (std::size_t k = 0; k < l.layer->g.size(); ++k) {
           const std::size_t e = l.off + k;
           must_keep[e] = phat[e] >= 1.0 && xmag[e] >= obs[li].scalar;
           sure += must_keep[e];
+          sure_neg += must_keep[e] && l.layer->g[k] < 0.0f;
         }
       }
       st.sure_n = sure * n;
+      st.sure_n_neg = sure_neg * n;
       // elements the observed scalar keeps with a tiny probability: their keeps are counted against the float32
       // allowance (row near-drops), and their coordinate test takes p + kNearDropKeep
       st.near_drop.assign(D, 0);
@@ -1074,6 +1077,7 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
             structure_fail(strf("%s step %u element %zu: output sign %d for g = %.9g", l.layer->name.c_str(), j0 + j, k,
                                 tk, static_cast<double>(l.layer->g[k])));
           } else if (tk == 0 && must_keep[e]) {
+            st.sure_miss_neg += l.layer->g[k] < 0.0f;
             if (st.sure_miss++ == 0)
               st.sure_msg = strf("%s%s, %s step %u element %zu: |x| = %.9g >= s = %.9g but not kept",
                                  job.check.empty() ? "" : (job.check + " ").c_str(), job.grad.family.c_str(),
@@ -1159,11 +1163,15 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
     for (std::size_t k = 0; k < l.layer->g.size(); ++k) {
       const std::size_t e = l.off + k;
       if (!st.near_drop[e] || count[e] == 0) continue;
-      if (st.near_keep == 0)
-        st.near_msg = strf("%s%s, %s element %zu: p = %.3g, kept %u times in %u draws",
-                           job.check.empty() ? "" : (job.check + " ").c_str(), job.grad.family.c_str(),
-                           l.layer->name.c_str(), k, phat[e], count[e], n);
+      const std::string where = strf("%s%s, %s element %zu: p = %.3g, kept %u times in %u draws",
+                                     job.check.empty() ? "" : (job.check + " ").c_str(), job.grad.family.c_str(),
+                                     l.layer->name.c_str(), k, phat[e], count[e], n);
+      if (st.near_keep == 0) st.near_msg = where;
+      // a coordinate kept in more than half its draws: a wrong p there, not a short uniform (which keeps every
+      // near drop at 2^-k, so one draw at a time)
+      if (2 * count[e] > n && count[e] > st.near_most) st.near_most = count[e], st.near_most_msg = where;
       st.near_keep += count[e];
+      st.near_kept += 1;
     }
   }
   // The scalar against the spec's: bit for bit, or within the clip-bound tolerance under clipping.
@@ -1217,9 +1225,14 @@ JobOut run_job(Ctx& c, const JobSpec& job) {
   out.sure_n = st.sure_n;
   out.sure_miss = st.sure_miss;
   out.sure_msg = st.sure_msg;
+  out.sure_n_neg = st.sure_n_neg;
+  out.sure_miss_neg = st.sure_miss_neg;
   out.near_n = st.near_n;
   out.near_keep = st.near_keep;
+  out.near_kept = st.near_kept;
   out.near_msg = st.near_msg;
+  out.near_most = st.near_most;
+  out.near_most_msg = st.near_most_msg;
   emit(job.structure, [&] { emit_structure(c, job, st); });
   emit(job.unbiased, [&] { emit_unbiased(c, job, st, out); });
   emit(job.variance, [&] { emit_variance(c, job, st, out); });
@@ -1286,35 +1299,60 @@ Row rare_events_row(const Ctx& c, const RareEvents& w, std::uint64_t n, std::uin
 std::string sure_keeps_id() { return row_id("sure-keeps", "all jobs"); }
 
 Row sure_keeps_row(const Ctx& c, const std::vector<JobOut>& outs) {
-  std::uint64_t n = 0, miss = 0;
+  std::uint64_t n = 0, miss = 0, n_neg = 0, miss_neg = 0;
   std::string first;
   for (const auto& o : outs) {
-    n += o.sure_n, miss += o.sure_miss;
+    n += o.sure_n, miss += o.sure_miss, n_neg += o.sure_n_neg, miss_neg += o.sure_miss_neg;
     if (first.empty()) first = o.sure_msg;
   }
-  return rare_events_row(
+  Row r = rare_events_row(
       c, {"sure-keeps", "misses", "miss", "sure keeps", "2^-22", kSureKeepMiss, false}, n, miss,
       strf("elements at or above the scalar (p = 1: the maximum, and every clipped element) left out; a correct "
            "float32 codec may leave one out with probability <= 2^-22 per draw (p one or two roundings below 1, "
            "a 24-bit uniform)%s%s", first.empty() ? "" : "; first: ", first.c_str()));
+  // Misses of one sign only, where both signs have sure keeps: a rule or a scale that depends on the sign.
+  const std::uint64_t n_pos = n - n_neg, miss_pos = miss - miss_neg;
+  if (!r.pass && n_neg > 0 && n_pos > 0 && (miss_neg == 0 || miss_pos == 0))
+    r.detail += strf("; every miss is at a %s element (%llu of %llu %s sure keeps, none of %llu %s ones): a keep rule "
+                     "or a scale that depends on the sign (the %s elements' p computed from another scalar?)",
+                     miss_pos ? "positive" : "negative", static_cast<unsigned long long>(miss),
+                     static_cast<unsigned long long>(miss_pos ? n_pos : n_neg), miss_pos ? "positive" : "negative",
+                     static_cast<unsigned long long>(miss_pos ? n_neg : n_pos), miss_pos ? "negative" : "positive",
+                     miss_pos ? "positive" : "negative");
+  return r;
 }
 
 std::string near_drops_id() { return row_id("near-drops", "all jobs"); }
 
 Row near_drops_row(const Ctx& c, const std::vector<JobOut>& outs) {
-  std::uint64_t n = 0, keep = 0;
-  std::string first;
+  std::uint64_t n = 0, keep = 0, kept = 0;
+  std::uint32_t most = 0;
+  std::string first, most_msg;
   for (const auto& o : outs) {
-    n += o.near_n, keep += o.near_keep;
+    n += o.near_n, keep += o.near_keep, kept += o.near_kept;
     if (first.empty()) first = o.near_msg;
+    if (o.near_most > most) most = o.near_most, most_msg = o.near_most_msg;
   }
   // every near drop's p plus the allowance is below kNearDropKeep + kNearDropP
-  return rare_events_row(
+  Row r = rare_events_row(
       c, {"near-drops", "keeps", "keep", "near drops", "2^-23 + 2^-26", kNearDropKeep + kNearDropP, true}, n, keep,
       strf("elements with keep probability 0 < p < 2^-26 kept; the spec keeps one with probability p, a correct "
            "float32 codec with at most p + 2^-23 per draw (its uniform's grid step is 2^-23, the mantissa form "
-           "1.m - 1, or finer); a k-bit uniform keeps every p < 2^-k with probability 2^-k "
-           "(21 bits: 2^-21)%s%s", first.empty() ? "" : "; first: ", first.c_str()));
+           "1.m - 1, or finer)%s%s", first.empty() ? "" : "; first: ", first.c_str()));
+  // How the keeps lie tells the two readings apart: a k-bit uniform keeps every near drop with probability 2^-k,
+  // so its keeps are spread one draw at a time; a coordinate kept in most of its draws has a wrong p.
+  if (!r.pass) {
+    if (most > 0)
+      r.detail += strf("; the keeps are not spread: %s, more than half its draws: a wrong keep probability at that "
+                       "coordinate (an element's p taken from another element or another scalar? the unbiased rows "
+                       "name the coordinates), not a short uniform", most_msg.c_str());
+    else
+      r.detail += strf("; the keeps are spread: %llu keeps at %llu coordinates, none kept in more than half its "
+                       "draws: a k-bit uniform, which keeps every p < 2^-k with probability 2^-k (16 bits: 2^-16, "
+                       "21 bits: 2^-21; the power column's rate as a power of 2 is the shortest one this run sees)?",
+                       static_cast<unsigned long long>(keep), static_cast<unsigned long long>(kept));
+  }
+  return r;
 }
 
 }  // namespace tg::verify::checks

@@ -123,7 +123,7 @@ Result run_battery(Sampler& sampler, const Options& options);
 inline constexpr std::uint32_t kFloat32RunMax = 256;
 std::uint32_t float32_sum_roundings(std::size_t d);
 std::uint32_t clip_bound_ulps(std::size_t d);
-/// The large job's tensor (family label `large`: gaussian) and the collision check's large probe at quick
+/// The large job's tensor (family `large`: pladder's layout, large_gradient) and the collision check's large probe at quick
 /// (Profile::large_d, Profile::probe_large_d; 2^22 + 3 and kLargeProbeElements at ci and full): bugs that begin
 /// above a size, where every family is smaller.
 inline constexpr std::size_t kLargeElements = (std::size_t{1} << 20) + 3;

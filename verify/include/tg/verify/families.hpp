@@ -113,4 +113,11 @@ const std::vector<std::string>& family_names();
 /// Throws tg::Error(invalid_argument) on an unknown name or d == 0.
 Gradient make_gradient(const std::string& name, std::size_t d, std::uint64_t seed);
 
+/// The battery's large job's gradient (family `large`, one tensor "large" of exactly n elements): pladder's
+/// layout for d = floor(2n / 11), its fourth part (the near drops) running on to n, so that every bin of p and
+/// the near drops are also seen on a tensor large enough for a code path that begins above a size (a threaded
+/// or GPU path above 2^19 elements with shorter uniforms). From its own stream (seed, fnv1a("large")).
+/// Throws tg::Error(invalid_argument) below 11 elements.
+Gradient large_gradient(std::size_t n, std::uint64_t seed);
+
 }  // namespace tg::verify
