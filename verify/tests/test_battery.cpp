@@ -740,6 +740,28 @@ TEST(ClipTolerance, AGivenScalarIsJudgedWhereTheBoundsSpreadLittle) {
   EXPECT_LE(0x1p-149f, bu.lo) << wu.spec;
   EXPECT_TRUE(bu.judgeable);
   EXPECT_TRUE(judge(unbound, 0x1p-147f).pass());
+  // one element: its float32 mean is itself, so every correct codec's sigma and bound are exactly 0 (was: refused,
+  // its window widened for a mean rounding that cannot happen). Judged: never kept under the given scalar; a codec
+  // that keeps it (the bound ignored) fails.
+  for (float x : {0.3f, -0.3f}) {
+    const std::vector<float> one = {x};
+    const ClipWindow w1 = clip_bound_window(one, params);
+    EXPECT_EQ(w1.lo, 0.0f);
+    EXPECT_EQ(w1.hi, 0.0f);
+    EXPECT_TRUE(given_scalar_bound(w1, 0.3f).judgeable);
+    for (ClipMode m : {ClipMode::clip, ClipMode::saturate}) {
+      SampleCheckOptions sm;
+      sm.params.clip = m;
+      Params pm;
+      pm.clip = m;
+      const Draws d = make_sampler("reference", {})->draw({one, pm, {11, 0, 0, 0}, 512, 0.5f});
+      TensorSamples t{one, d.trits, d.scalars, 0.5f, d.defect};
+      EXPECT_TRUE(check_samples({&t, 1}, sm).pass()) << to_string(m);
+      std::vector<std::int8_t> kept(d.trits.size(), static_cast<std::int8_t>(x < 0 ? -1 : 1));
+      TensorSamples bad{one, kept, d.scalars, 0.5f, d.defect};
+      EXPECT_FALSE(check_samples({&bad, 1}, sm).pass()) << to_string(m);
+    }
+  }
 }
 
 // The smallest tolerance over the layers of every family at d elements (multilayer's layers are smaller than d):

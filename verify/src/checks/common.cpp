@@ -56,6 +56,10 @@ ClipWindow clip_bound_window(std::span<const float> g, const Params& params) {
     return w;
   }
   w.ulps = clip_bound_ulps(g.size());
+  if (g.size() == 1) {  // one element's mean is itself, in float32 too: every correct codec's sigma is exactly 0
+    w.lo = w.hi = w.spec;
+    return w;
+  }
   double abs_sum = 0.0;
   for (float x : g) abs_sum += std::fabs(static_cast<double>(x));
   const double d = static_cast<double>(g.size());
@@ -96,6 +100,11 @@ GivenScalarBound given_scalar_bound(const ClipWindow& bw, float max_abs) {
   }
   b.hi = hi;
   if (!(max_abs > b.lo)) return b;  // the bound never binds: every magnitude is judged as it is
+  if (!subnormal && bw.lo == bw.spec && bw.hi == bw.spec) {  // exact: every correct codec's bound (one element's: 0)
+    b.spread = 0.0;
+    b.judgeable = true;
+    return b;
+  }
   if (!(b.lo > 0.0f)) {
     b.spread = std::numeric_limits<double>::infinity();
   } else {
