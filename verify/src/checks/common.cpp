@@ -95,7 +95,9 @@ GivenScalarBound given_scalar_bound(const ClipWindow& bw, float max_abs) {
     // is clip_bound_ulps(d) units at the smallest normal number (where this meets the plain window)
     const double units = static_cast<double>(bw.spec) * 0x1p149;
     const auto k = static_cast<std::uint32_t>(2.0 + std::ceil(static_cast<double>(bw.ulps) * units * 0x1p-23));
-    b.lo = std::max(std::numeric_limits<float>::denorm_min(), ulps_down(bw.spec, k));
+    // down to 0 where the bound is that small: a float32 codec's sigma may round to 0 there (g = [2^-149, 0]:
+    // sigma 2^-150, halfway, ties to even), so a bound of one unit may bind or not, and no p can be stated
+    b.lo = ulps_down(bw.spec, k);
     hi = std::max(ulps_up(bw.spec, k), hi);
   }
   b.hi = hi;

@@ -205,11 +205,16 @@ struct JobOut {
   // The sure keeps (|x| at or above the observed scalar): element-draws, misses, where the first miss was.
   std::uint64_t sure_n = 0, sure_miss = 0, sure_n_neg = 0, sure_miss_neg = 0;  // _neg: at negative elements
   std::string sure_msg;
+  std::uint32_t sure_most = 0;  // the most misses of one sure keep, and where
+  std::string sure_most_msg;
   // The near drops (0 < p < kNearDropP with the observed scalar): element-draws, keeps, where the first keep was;
   // near drops kept at least once; the most keeps of one near drop kept in more than half its draws, and where.
   std::uint64_t near_n = 0, near_keep = 0, near_kept = 0;
+  std::uint64_t near_n_neg = 0, near_keep_neg = 0;  // at negative elements (sure_*_neg likewise)
   std::uint32_t near_most = 0;
   std::string near_msg, near_most_msg;
+  std::string job;  // "clipping gaussian", "large", ...
+  std::size_t job_elements = 0;
 };
 /// The run's sure-keeps decision (one per run, over every job): misses of elements the spec keeps for
 /// sure, against the float32 allowance kSureKeepMiss. `sure_keeps_id` is its planned id.
