@@ -1642,8 +1642,8 @@ TEST(Battery, PWaveIsCaughtByThePartialSumsOfItsBin) {
 // about 220 to be seen (bin_planned).
 bool row_failed(const Result& r, const std::string& id);
 
-// The reference's scalars, each element's keep decided by keep(p, u) from the spec's p = |g|/s (in double)
-// and the spec's 32-bit uniform u.
+// The reference's scalars, each element's keep decided by keep(p, u) from p = probability(g, i, s) (the spec's
+// |g|/s in double unless overridden) and the spec's 32-bit uniform u.
 class KeepRuleSampler : public Sampler {
  public:
   Draws draw(const DrawRequest& r) override {
@@ -1654,7 +1654,7 @@ class KeepRuleSampler : public Sampler {
       const double s = d.scalars[j];
       for (std::size_t i = 0; i < d.d; ++i) {
         const std::uint32_t u = philox_block(k, static_cast<std::uint32_t>(i / 4))[static_cast<int>(i % 4)];
-        const double p = s > 0 ? std::min(1.0, std::fabs(static_cast<double>(r.g[i])) / s) : 0.0;
+        const double p = s > 0 ? probability(r.g, i, s) : 0.0;
         d.trits[j * d.d + i] = static_cast<std::int8_t>(keep(p, u) ? (r.g[i] < 0 ? -1 : 1) : 0);
       }
     }
@@ -1663,37 +1663,29 @@ class KeepRuleSampler : public Sampler {
 
  protected:
   virtual bool keep(double p, std::uint32_t u) const = 0;
+  virtual double probability(std::span<const float> g, std::size_t i, double s) const {
+    return std::min(1.0, std::fabs(static_cast<double>(g[i])) / s);
+  }
 
  private:
   std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
 };
 
-// The reference's scalars, each element kept by the spec's rule on the spec's uniform, with p computed by
-// prob(g, k, s) (k the element's index): a codec whose p is wrong in one way.
-class ProbabilitySampler : public Sampler {
+// The spec's keep rule (u < p 2^32) with p computed by prob(g, k, s) (k the element's index): a codec whose p is
+// wrong in one way.
+class ProbabilitySampler : public KeepRuleSampler {
  public:
   ProbabilitySampler(std::string name, std::function<double(std::span<const float>, std::size_t, double)> prob)
       : name_(std::move(name)), prob_(std::move(prob)) {}
   std::string name() const override { return name_; }
-  Draws draw(const DrawRequest& r) override {
-    Draws d = ref_->draw(r);
-    for (std::uint32_t j = 0; j < r.steps; ++j) {
-      StreamKey k = r.key;
-      k.step = r.key.step + j;
-      const double s = d.scalars[j];
-      for (std::size_t i = 0; i < d.d; ++i) {
-        const std::uint32_t u = philox_block(k, static_cast<std::uint32_t>(i / 4))[static_cast<int>(i % 4)];
-        const double p = s > 0 ? prob_(r.g, i, s) : 0.0;
-        d.trits[j * d.d + i] = static_cast<std::int8_t>(u < p * 0x1p32 ? (r.g[i] < 0 ? -1 : 1) : 0);
-      }
-    }
-    return d;
-  }
+
+ protected:
+  bool keep(double p, std::uint32_t u) const override { return u < p * 0x1p32; }
+  double probability(std::span<const float> g, std::size_t i, double s) const override { return prob_(g, i, s); }
 
  private:
   std::string name_;
   std::function<double(std::span<const float>, std::size_t, double)> prob_;
-  std::unique_ptr<Sampler> ref_ = make_sampler("reference", {});
 };
 
 // A failed rare-event row says which reading its events fit. A scale that differs by sign (negative elements'
@@ -1708,9 +1700,12 @@ TEST(Battery, RareEventRowsSayWhichReadingTheirEventsFit) {
   ProbabilitySampler neg("neg-scale", [p_of](std::span<const float> g, std::size_t i, double s) {
     return g[i] < 0 ? p_of(g, i, s) / (1.0 + 1e-2) : p_of(g, i, s);
   });
+  auto named = [](const Result& r, const char* id) -> const Row* {
+    const auto it = std::find_if(r.rows.begin(), r.rows.end(), [&](const Row& x) { return x.id == id; });
+    return it == r.rows.end() ? nullptr : &*it;
+  };
   const Result a = run_battery(neg, o);
-  const Row* sure = nullptr;
-  for (const auto& row : a.rows) sure = row.id == "sure-keeps/all jobs" ? &row : sure;
+  const Row* sure = named(a, "sure-keeps/all jobs");
   ASSERT_NE(sure, nullptr);
   EXPECT_FALSE(sure->pass) << format_table(a);
   EXPECT_NE(sure->detail.find("every miss is at a negative element"), std::string::npos) << sure->detail;
@@ -1718,8 +1713,7 @@ TEST(Battery, RareEventRowsSayWhichReadingTheirEventsFit) {
     return i % 4096 == 0 ? 1.0 : p_of(g, i, s);
   });
   const Result b = run_battery(block, o);
-  const Row* near = nullptr;
-  for (const auto& row : b.rows) near = row.id == "near-drops/all jobs" ? &row : near;
+  const Row* near = named(b, "near-drops/all jobs");
   ASSERT_NE(near, nullptr);
   EXPECT_FALSE(near->pass) << format_table(b);
   EXPECT_NE(near->detail.find("the keeps are not spread"), std::string::npos) << near->detail;
